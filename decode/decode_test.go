@@ -1,0 +1,261 @@
+package decode_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+func TestMain(m *testing.M) {
+	decode.SetLogger(nil) // keep FFmpeg's warnings about the sample files out of test output
+	goleak.VerifyTestMain(m)
+}
+
+// collect runs a source to its end and returns the frames' metadata.
+func collect(t *testing.T, ctx context.Context, o decode.Options) ([]pipeline.Frame, int, int, error) {
+	t.Helper()
+	src, err := decode.New(o)
+	require.NoError(t, err)
+	var frames []pipeline.Frame
+	w, h := 0, 0
+	err = src.Run(ctx, func(f *pipeline.Frame) {
+		w, h = f.Image.Width(), f.Image.Height()
+		f.Image.Release()
+		c := *f
+		c.Image = nil
+		frames = append(frames, c)
+	})
+	return frames, w, h, err
+}
+
+func TestMegamindFrames(t *testing.T) {
+	frames, w, h, err := collect(t, context.Background(), decode.Options{URL: testenv.Media(t, "Megamind.avi"), StreamID: "m"})
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, frames, 270)
+	require.Equal(t, 720, w)
+	require.Equal(t, 528, h)
+	require.True(t, frames[0].Keyframe, "first frame is a keyframe")
+	for i := 1; i < len(frames); i++ {
+		require.Greater(t, frames[i].PTS, frames[i-1].PTS, "PTS increases at frame %d", i)
+		require.Equal(t, uint64(i), frames[i].Seq)
+		require.False(t, frames[i].Arrival.After(frames[i].Decoded))
+	}
+	// 270 frames at 2997/125 fps: the last PTS is 269 * 125/2997 s.
+	require.InDelta(t, 269*125.0/2997, frames[269].PTS, 1e-3)
+}
+
+// tree.avi has 68 coded frames at irregular gaps in 444 nominal slots: a
+// variable-frame-rate file that is complete, not truncated.
+func TestVariableFrameRateFile(t *testing.T) {
+	frames, w, h, err := collect(t, context.Background(), decode.Options{URL: testenv.Media(t, "tree.avi")})
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, frames, 68)
+	require.Equal(t, 320, w)
+	require.Equal(t, 240, h)
+	for i := 1; i < len(frames); i++ {
+		require.Greater(t, frames[i].PTS, frames[i-1].PTS)
+	}
+}
+
+func TestLoopKeepsPTSIncreasing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Loop: true})
+	require.NoError(t, err)
+	var last float64 = -1
+	n := 0
+	err = src.Run(ctx, func(f *pipeline.Frame) {
+		f.Image.Release()
+		require.Greater(t, f.PTS, last)
+		last = f.PTS
+		if n++; n == 300 { // past the end of the 270-frame file
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.GreaterOrEqual(t, n, 300)
+}
+
+func TestRealtimePacing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true})
+	require.NoError(t, err)
+	var first, last pipeline.Frame
+	n := 0
+	err = src.Run(ctx, func(f *pipeline.Frame) {
+		f.Image.Release()
+		if n == 0 {
+			first = *f
+		}
+		last = *f
+		if n++; n == 25 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	// Paced: wall time between arrivals is at least the PTS span (minus
+	// the decoder's frame-threading delay of a few frames).
+	span := time.Duration((last.PTS - first.PTS) * float64(time.Second))
+	require.Greater(t, last.Arrival.Sub(first.Arrival), span-300*time.Millisecond)
+}
+
+func TestTruncatedFile(t *testing.T) {
+	full, err := os.ReadFile(testenv.Media(t, "Megamind.avi"))
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "cut.avi")
+	require.NoError(t, os.WriteFile(p, full[:len(full)/2], 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	frames, _, _, err := collect(t, ctx, decode.Options{URL: p})
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "must end by itself, not hang")
+	require.ErrorIs(t, err, decode.ErrTruncated)
+	require.Contains(t, err.Error(), "cut.avi")
+	require.NotEmpty(t, frames, "the intact half is decoded")
+}
+
+func TestMissingFile(t *testing.T) {
+	_, _, _, err := collect(t, context.Background(), decode.Options{URL: "/nonexistent/clip.mp4"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "/nonexistent/clip.mp4")
+	require.Contains(t, err.Error(), "open")
+}
+
+// A server that accepts TCP connections and never answers must make the
+// open fail with ErrTimeout within OpenTimeout (plus scheduling slack).
+func TestOpenTimeoutSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // hold it open, say nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+
+	for _, scheme := range []string{"rtsp", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			const timeout = 1500 * time.Millisecond
+			start := time.Now()
+			_, _, _, err := collect(t, context.Background(), decode.Options{
+				URL: scheme + "://user:hunter2@" + ln.Addr().String() + "/stream", OpenTimeout: timeout, ReadTimeout: 30 * time.Second,
+			})
+			el := time.Since(start)
+			require.ErrorIs(t, err, decode.ErrTimeout)
+			require.GreaterOrEqual(t, el, timeout)
+			require.Less(t, el, timeout+2*time.Second, "open must give up near its timeout")
+			require.NotContains(t, err.Error(), "hunter2", "credentials are redacted")
+		})
+	}
+}
+
+func TestCancelDuringOpen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, _, err = collect(t, ctx, decode.Options{URL: "rtsp://" + ln.Addr().String() + "/x", OpenTimeout: time.Minute})
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		kind decode.Kind
+		ok   bool
+	}{
+		{"rtsp://cam/1", decode.KindRTSP, true},
+		{"RTSPS://cam/1", decode.KindRTSP, true},
+		{"https://x/y.mp4", decode.KindHTTP, true},
+		{"file:///tmp/a.avi", decode.KindFile, true},
+		{"/tmp/a.avi", decode.KindFile, true},
+		{"ftp://x/y", 0, false},
+		{"", 0, false},
+	} {
+		k, _, err := decode.ParseURL(tc.in)
+		if tc.ok {
+			require.NoError(t, err, tc.in)
+			require.Equal(t, tc.kind, k, tc.in)
+		} else {
+			require.Error(t, err, tc.in)
+		}
+	}
+	_, _, err := decode.ParseURL("ftp://u:pw@x/y")
+	require.ErrorIs(t, err, decode.ErrUnsupportedScheme)
+	require.NotContains(t, err.Error(), "pw@")
+}
+
+func TestRedactURL(t *testing.T) {
+	require.Equal(t, "rtsp://admin:***@10.0.0.5:554/s1", decode.RedactURL("rtsp://admin:s3cret@10.0.0.5:554/s1"))
+	require.Equal(t, "rtsp://cam/s1", decode.RedactURL("rtsp://cam/s1"))
+	require.Equal(t, "/a/b.avi", decode.RedactURL("/a/b.avi"))
+	require.NotContains(t, decode.RedactURL("rtsp://a:b%zz@h/"), "b%zz")
+}
+
+func TestScalerResize(t *testing.T) {
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "astronaut.png")})
+	require.NoError(t, err)
+	sc := decode.NewScaler()
+	defer sc.Close()
+	var rgb, bgr []byte
+	err = src.Run(context.Background(), func(f *pipeline.Frame) {
+		defer f.Image.Release()
+		rgb = make([]byte, 64*64*3)
+		bgr = make([]byte, 64*64*3)
+		require.NoError(t, sc.Resize(f.Image, 64, 64, pipeline.RGB, rgb))
+		require.NoError(t, sc.Resize(f.Image, 64, 64, pipeline.BGR, bgr))
+		require.Error(t, sc.Resize(f.Image, 64, 64, pipeline.RGB, rgb[:10]))
+	})
+	require.ErrorIs(t, err, io.EOF)
+	require.NotNil(t, rgb)
+	var differ bool
+	for i := 0; i < len(rgb); i += 3 {
+		require.Equal(t, rgb[i], bgr[i+2])
+		require.Equal(t, rgb[i+2], bgr[i])
+		differ = differ || rgb[i] != rgb[i+2]
+	}
+	require.True(t, differ, "a colour photo has R != B somewhere")
+}

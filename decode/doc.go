@@ -1,0 +1,15 @@
+// Package decode turns a camera URL or a file into decoded video frames with
+// FFmpeg (libavformat/libavcodec 5.1 through go-astiav v0.16.0), and scales
+// them with libswscale. It is the only vigil package that touches FFmpeg.
+//
+// A Source implements pipeline.Source: it opens rtsp:// (TCP by default,
+// UDP on request), http(s):// or file inputs, picks the best video stream,
+// decodes it in software with FFmpeg's threads and emits frames with PTS in
+// seconds, a per-stream sequence number, the wall-clock arrival time and the
+// keyframe flag. Every blocking FFmpeg call is cancellable: a watchdog
+// goroutine raises FFmpeg's interrupt callback (AVIOInterruptCB) when the
+// context ends or an open/read deadline passes.
+//
+// A Scaler resizes a decoded frame into packed 24-bit RGB or BGR with
+// swscale (SWS_BILINEAR), which is how infer letterboxes model inputs.
+package decode

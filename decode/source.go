@@ -1,0 +1,489 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asticode/go-astiav"
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// Errors returned (wrapped) by Source.Run; test with errors.Is.
+var (
+	// ErrTimeout: opening the input took longer than Options.OpenTimeout, or
+	// no packet arrived within Options.ReadTimeout (a stalled stream).
+	ErrTimeout = errors.New("timed out")
+	// ErrNoVideo: the input has no video stream.
+	ErrNoVideo = errors.New("no video stream")
+	// ErrNoDecoder: FFmpeg has no decoder for the video codec.
+	ErrNoDecoder = errors.New("no decoder")
+	// ErrTruncated: a file ended well before the duration its container
+	// announces, i.e. it was cut short.
+	ErrTruncated = errors.New("input truncated")
+)
+
+// Options configure a Source. Zero values take the documented defaults.
+type Options struct {
+	// URL is rtsp://, rtsps://, http://, https://, file:// or a path.
+	URL string
+	// StreamID tags frames and log lines.
+	StreamID string
+	// Transport is the RTSP lower transport, "tcp" (default) or "udp".
+	Transport string
+	// Realtime paces a file at its native frame rate (by DTS), as a camera
+	// would deliver it. Network inputs are always paced by the sender.
+	Realtime bool
+	// Loop restarts a file at its end; PTS keeps increasing across loops.
+	Loop bool
+	// OpenTimeout bounds opening the input and probing its streams
+	// (avformat_open_input + avformat_find_stream_info); default 10 s.
+	OpenTimeout time.Duration
+	// ReadTimeout bounds the wait for one packet (av_read_frame); default
+	// 10 s. A stream that stalls for longer fails with ErrTimeout.
+	ReadTimeout time.Duration
+	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose.
+	Threads int
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+}
+
+// Info describes the opened video stream.
+type Info struct {
+	Codec         string  // FFmpeg decoder name, e.g. "h264"
+	Width, Height int     // pixels
+	FPS           float64 // average frame rate, 0 when unknown
+}
+
+// Source reads one input; it implements pipeline.Source. Create it with New.
+// Run may be called again after it returns (the caller's reconnect); calls
+// must not overlap.
+type Source struct {
+	o    Options
+	kind Kind
+	path string // what FFmpeg opens
+
+	seq       uint64  // next frame sequence number, kept across Runs
+	ptsOffset float64 // added to PTS after each loop
+	info      atomic.Pointer[Info]
+}
+
+var _ pipeline.Source = (*Source)(nil)
+
+// New validates o and returns a Source; it does no I/O. It returns an error
+// wrapping ErrUnsupportedScheme for an unsupported URL, and an error for a
+// Transport other than "tcp" or "udp".
+func New(o Options) (*Source, error) {
+	kind, path, err := ParseURL(o.URL)
+	if err != nil {
+		return nil, err
+	}
+	switch o.Transport {
+	case "":
+		o.Transport = "tcp"
+	case "tcp", "udp":
+	default:
+		return nil, fmt.Errorf("transport %q: want tcp or udp", o.Transport)
+	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = 10 * time.Second
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return &Source{o: o, kind: kind, path: path}, nil
+}
+
+// Live reports whether the input is a network stream (RTSP or HTTP), which
+// a supervisor should reopen when it ends.
+func (s *Source) Live() bool { return s.kind != KindFile }
+
+// Info returns the video stream of the last successful open, or nil.
+func (s *Source) Info() *Info { return s.info.Load() }
+
+// Run implements pipeline.Source. It returns io.EOF when a non-looping file
+// ends, ctx.Err() when ctx ends, and otherwise an error naming the
+// (redacted) URL and the failing FFmpeg step.
+func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
+	for {
+		end, err := s.runOnce(ctx, emit)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("decode %s: %w", RedactURL(s.o.URL), err)
+		}
+		if !s.o.Loop || s.kind != KindFile {
+			return io.EOF
+		}
+		s.ptsOffset = end
+	}
+}
+
+// watchdog is the only goroutine that flips the FFmpeg interrupt flag (the
+// flag is a plain int read by C, so a single writer keeps it race-free; see
+// docs/style notes on go-astiav v0.16.0). It fires on ctx end or when the
+// current deadline passes, and never resumes: an interrupted input is
+// closed.
+type watchdog struct {
+	deadline atomic.Int64 // unix ns; 0 = no deadline armed
+	timedOut atomic.Bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startWatchdog(ctx context.Context, intr astiav.IOInterrupter) *watchdog {
+	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				intr.Interrupt()
+				return
+			case <-w.stop:
+				return
+			case now := <-t.C:
+				if d := w.deadline.Load(); d != 0 && now.UnixNano() > d {
+					w.timedOut.Store(true)
+					intr.Interrupt()
+					return
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *watchdog) arm(d time.Duration) { w.deadline.Store(time.Now().Add(d).UnixNano()) }
+func (w *watchdog) disarm()             { w.deadline.Store(0) }
+func (w *watchdog) close()              { close(w.stop); <-w.done }
+
+// ffErr turns an FFmpeg error after an interrupt into ErrTimeout or the
+// context's error, and wraps others with the step name.
+func (w *watchdog) ffErr(ctx context.Context, step string, err error, limit time.Duration) error {
+	if errors.Is(err, astiav.ErrExit) || w.timedOut.Load() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if w.timedOut.Load() {
+			return fmt.Errorf("%s: %w after %s", step, ErrTimeout, limit)
+		}
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
+
+// runOnce opens the input, decodes it to its end and closes it. It returns
+// the PTS (s) just past the last frame, for looping.
+func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float64, error) {
+	fc := astiav.AllocFormatContext()
+	if fc == nil {
+		return 0, errors.New("avformat_alloc_context failed")
+	}
+	// The interrupter must stay referenced while fc lives: FFmpeg holds a
+	// pointer into it.
+	intr := fc.SetInterruptCallback()
+	wd := startWatchdog(ctx, intr)
+	defer wd.close()
+
+	opts := astiav.NewDictionary()
+	defer opts.Free()
+	switch s.kind {
+	case KindRTSP:
+		_ = opts.Set("rtsp_transport", s.o.Transport, 0)
+		// Socket I/O timeout in µs; the watchdog is the backstop.
+		_ = opts.Set("timeout", strconv.FormatInt(s.o.ReadTimeout.Microseconds(), 10), 0)
+	case KindHTTP:
+		_ = opts.Set("rw_timeout", strconv.FormatInt(s.o.ReadTimeout.Microseconds(), 10), 0)
+	}
+
+	wd.arm(s.o.OpenTimeout)
+	if err := fc.OpenInput(s.path, nil, opts); err != nil {
+		fc.Free() // avformat_open_input freed and nulled the context; Free(NULL) is a no-op
+		return 0, wd.ffErr(ctx, "open", err, s.o.OpenTimeout)
+	}
+	defer fc.CloseInput()
+	if err := fc.FindStreamInfo(nil); err != nil {
+		return 0, wd.ffErr(ctx, "probe streams", err, s.o.OpenTimeout)
+	}
+	wd.disarm()
+
+	st := bestVideoStream(fc)
+	if st == nil {
+		return 0, ErrNoVideo
+	}
+	cp := st.CodecParameters()
+	codec := astiav.FindDecoder(cp.CodecID())
+	if codec == nil {
+		return 0, fmt.Errorf("%w for codec %s", ErrNoDecoder, cp.CodecID())
+	}
+	cc := astiav.AllocCodecContext(codec)
+	if cc == nil {
+		return 0, errors.New("avcodec_alloc_context3 failed")
+	}
+	defer cc.Free()
+	if err := cc.FromCodecParameters(cp); err != nil {
+		return 0, fmt.Errorf("codec parameters: %w", err)
+	}
+	cc.SetThreadCount(s.o.Threads)
+	if err := cc.Open(codec, nil); err != nil {
+		return 0, fmt.Errorf("open decoder %s: %w", codec.Name(), err)
+	}
+	fps := st.AvgFrameRate().Float64()
+	if math.IsNaN(fps) || math.IsInf(fps, 0) {
+		fps = 0
+	}
+	s.info.Store(&Info{Codec: codec.Name(), Width: cp.Width(), Height: cp.Height(), FPS: fps})
+	s.o.Logger.Info("opened", zap.String("url", RedactURL(s.o.URL)), zap.String("codec", codec.Name()),
+		zap.Int("width", cp.Width()), zap.Int("height", cp.Height()), zap.Float64("fps", fps))
+
+	d := decoder{
+		s: s, cc: cc, emit: emit, tb: st.TimeBase().Float64(),
+		frameDur: 0, pkt: astiav.AllocPacket(), frame: astiav.AllocFrame(),
+	}
+	if fps > 0 {
+		d.frameDur = 1 / fps
+	}
+	defer d.pkt.Free()
+	defer d.frame.Free()
+
+	var pace pacer
+	var decodeErrs int
+	for {
+		wd.arm(s.o.ReadTimeout)
+		err := fc.ReadFrame(d.pkt)
+		wd.disarm()
+		if errors.Is(err, astiav.ErrEof) {
+			break
+		}
+		if err != nil {
+			return 0, wd.ffErr(ctx, "read", err, s.o.ReadTimeout)
+		}
+		if d.pkt.StreamIndex() != st.Index() {
+			d.pkt.Unref()
+			continue
+		}
+		d.lastCorrupt = d.pkt.Flags().Has(astiav.PacketFlagCorrupt)
+		if s.o.Realtime && s.kind == KindFile {
+			if err := pace.wait(ctx, d.pktTime()); err != nil {
+				d.pkt.Unref()
+				return 0, err
+			}
+		}
+		arrival := time.Now()
+		err = cc.SendPacket(d.pkt)
+		d.pkt.Unref()
+		if err != nil && !errors.Is(err, astiav.ErrEagain) {
+			// A corrupt packet: FFmpeg conceals what it can; count and go on.
+			decodeErrs++
+			if decodeErrs <= 3 {
+				s.o.Logger.Warn("decode error", zap.Error(err))
+			}
+			continue
+		}
+		if err := d.receive(arrival); err != nil {
+			return 0, err
+		}
+	}
+	// Drain the decoder's delayed frames (B-frame reordering, threads).
+	if err := cc.SendPacket(nil); err == nil {
+		if err := d.receive(time.Now()); err != nil {
+			return 0, err
+		}
+	}
+	if s.kind == KindFile {
+		if err := d.checkComplete(fc, st); err != nil {
+			return 0, err
+		}
+	}
+	if d.frames == 0 {
+		return 0, fmt.Errorf("no frame could be decoded (%d decode errors)", decodeErrs)
+	}
+	return d.lastPTS + d.frameDur, nil
+}
+
+// bestVideoStream picks the video stream with the most pixels, skipping
+// attached pictures (cover art); ties go to the lower index.
+func bestVideoStream(fc *astiav.FormatContext) *astiav.Stream {
+	var best *astiav.Stream
+	bestPixels := -1
+	for _, st := range fc.Streams() {
+		cp := st.CodecParameters()
+		if cp.MediaType() != astiav.MediaTypeVideo {
+			continue
+		}
+		if px := cp.Width() * cp.Height(); px > bestPixels {
+			best, bestPixels = st, px
+		}
+	}
+	return best
+}
+
+// decoder holds one open input's per-frame state.
+type decoder struct {
+	s        *Source
+	cc       *astiav.CodecContext
+	emit     func(*pipeline.Frame)
+	tb       float64 // stream time base in seconds per tick
+	frameDur float64 // seconds, 0 when unknown
+	pkt      *astiav.Packet
+	frame    *astiav.Frame
+	frames   int
+	lastPTS  float64
+	firstPTS float64
+	hasFirst bool
+	// lastCorrupt: the last video packet read carried AV_PKT_FLAG_CORRUPT.
+	lastCorrupt bool
+}
+
+func (d *decoder) pktTime() float64 {
+	ts := d.pkt.Dts()
+	if ts == astiav.NoPtsValue {
+		ts = d.pkt.Pts()
+	}
+	if ts == astiav.NoPtsValue {
+		return math.NaN()
+	}
+	return float64(ts) * d.tb
+}
+
+// receive emits every frame the decoder has ready.
+func (d *decoder) receive(arrival time.Time) error {
+	for {
+		err := d.cc.ReceiveFrame(d.frame)
+		if errors.Is(err, astiav.ErrEagain) || errors.Is(err, astiav.ErrEof) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("receive frame: %w", err)
+		}
+		pts := d.framePTS()
+		f := &pipeline.Frame{
+			StreamID: d.s.o.StreamID,
+			Seq:      d.s.seq,
+			PTS:      pts + d.s.ptsOffset,
+			Keyframe: d.frame.KeyFrame(),
+			Arrival:  arrival,
+			Decoded:  time.Now(),
+			Image:    &Picture{f: d.frame.Clone()},
+		}
+		d.frame.Unref()
+		d.s.seq++
+		d.frames++
+		d.emit(f)
+	}
+}
+
+// framePTS converts the frame's PTS to seconds relative to the first frame
+// of this open; frames without one extrapolate from the previous frame.
+func (d *decoder) framePTS() float64 {
+	ts := d.frame.Pts()
+	if ts == astiav.NoPtsValue {
+		ts = d.frame.PktDts()
+	}
+	var pts float64
+	if ts == astiav.NoPtsValue {
+		pts = d.lastPTS + d.frameDur
+		if d.frames == 0 {
+			pts = 0
+		}
+	} else {
+		pts = float64(ts) * d.tb
+		if !d.hasFirst {
+			d.firstPTS, d.hasFirst = pts, true
+		}
+		pts -= d.firstPTS
+	}
+	d.lastPTS = pts
+	return pts
+}
+
+// checkComplete reports ErrTruncated when a file stopped more than one
+// second, and more than 5 %, short of the duration its container announces:
+// the longest of AVFormatContext.duration, AVStream.duration and
+// AVStream.nb_frames × frame duration (an AVI cut in half keeps nb_frames
+// in its header while FFmpeg estimates the format duration from what is
+// left), or when its last video packet was flagged corrupt (cut mid-packet).
+func (d *decoder) checkComplete(fc *astiav.FormatContext, st *astiav.Stream) error {
+	want := 0.0
+	if dur := fc.Duration(); dur > 0 && dur != astiav.NoPtsValue {
+		want = float64(dur) / 1e6
+	}
+	if dur := st.Duration(); dur > 0 && dur != astiav.NoPtsValue {
+		want = max(want, float64(dur)*d.tb)
+	}
+	if n := st.NbFrames(); n > 0 {
+		want = max(want, float64(n)*d.frameDur)
+	}
+	got := d.lastPTS + d.frameDur
+	switch {
+	case want-got > 1 && got < 0.95*want:
+		return fmt.Errorf("%w: stream ended at %.2f s of the %.2f s the container announces (%d frames decoded)", ErrTruncated, got, want, d.frames)
+	case d.lastCorrupt:
+		return fmt.Errorf("%w: the last packet is cut short (%d frames decoded)", ErrTruncated, d.frames)
+	}
+	return nil
+}
+
+// pacer sleeps so that packets are released at their DTS relative to the
+// first one, as a camera would send them.
+type pacer struct {
+	start time.Time
+	t0    float64
+	set   bool
+}
+
+func (p *pacer) wait(ctx context.Context, t float64) error {
+	if math.IsNaN(t) {
+		return nil
+	}
+	if !p.set {
+		p.start, p.t0, p.set = time.Now(), t, true
+		return nil
+	}
+	d := time.Until(p.start.Add(time.Duration((t - p.t0) * float64(time.Second))))
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// Picture is a decoded frame owned by a pipeline.Frame; it implements
+// pipeline.Image. It holds a reference to the decoder's buffer (no copy);
+// Release drops it.
+type Picture struct {
+	f *astiav.Frame
+}
+
+// Width in pixels.
+func (p *Picture) Width() int { return p.f.Width() }
+
+// Height in pixels.
+func (p *Picture) Height() int { return p.f.Height() }
+
+// Release frees the frame reference. It is idempotent.
+func (p *Picture) Release() {
+	if p.f != nil {
+		p.f.Free()
+		p.f = nil
+	}
+}

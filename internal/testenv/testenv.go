@@ -1,0 +1,57 @@
+// Package testenv finds the test assets that scripts/setup.sh installs (and
+// the optional ../shared/testdata files) for tests in every package.
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/vigil-video/vigil/internal/assets"
+)
+
+// Media returns the path of a sample file in the asset cache, failing the
+// test with a hint when setup has not been run.
+func Media(t testing.TB, name string) string {
+	t.Helper()
+	return mustExist(t, filepath.Join(assets.MediaDir(), name))
+}
+
+// Model returns the path of a model file in the asset cache.
+func Model(t testing.TB, name string) string {
+	t.Helper()
+	return mustExist(t, filepath.Join(assets.ModelsDir(), name))
+}
+
+// ORTLibrary returns the ONNX Runtime library path.
+func ORTLibrary(t testing.TB) string {
+	t.Helper()
+	return mustExist(t, assets.ORTLibrary())
+}
+
+// Shared returns ../shared/testdata/<rel> relative to the repository root,
+// skipping the test with a clear message when it is absent: the project must
+// pass without ../shared.
+func Shared(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(), "..", "shared", "testdata", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("optional test data %s is absent (%v); this test needs ../shared/testdata", rel, err)
+	}
+	return p
+}
+
+// RepoRoot returns the repository root (the directory holding go.mod).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func mustExist(t testing.TB, p string) string {
+	t.Helper()
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing: run `make setup` (scripts/setup.sh) first: %v", p, err)
+	}
+	return p
+}

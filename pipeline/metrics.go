@@ -1,0 +1,121 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DropReason says why a frame was not published. Values are bounded and used
+// as the "reason" metric label.
+type DropReason string
+
+// Drop reasons. Later stages (latency budgets, admission) add their own.
+const (
+	// DropQueueFull: the queue before the engine was full and the frame was
+	// the oldest one in it (drop-oldest policy).
+	DropQueueFull DropReason = "queue_full"
+	// DropInferError: the engine failed on this frame.
+	DropInferError DropReason = "infer_error"
+	// DropPublishError: the sink could not deliver the result.
+	DropPublishError DropReason = "publish_error"
+)
+
+// Stage names, used as the "stage" metric label.
+const (
+	StageDecode      = "decode"
+	StageQueue       = "queue"
+	StagePreprocess  = "preprocess"
+	StageInfer       = "infer"
+	StagePostprocess = "postprocess"
+	StagePublish     = "publish"
+	StageTotal       = "total"
+)
+
+// Metrics holds the pipeline's Prometheus collectors. Create one per
+// registry with NewMetrics and share it between streams; label values are
+// stream ids, stage names and DropReason values, all bounded.
+type Metrics struct {
+	Decoded    *prometheus.CounterVec   // vigil_frames_decoded_total{stream}
+	Processed  *prometheus.CounterVec   // vigil_frames_processed_total{stream}
+	Dropped    *prometheus.CounterVec   // vigil_frames_dropped_total{stream,stage,reason}
+	Detections *prometheus.CounterVec   // vigil_detections_total{stream}
+	Latency    *prometheus.HistogramVec // vigil_stage_latency_seconds{stream,stage}
+	QueueDepth *prometheus.GaugeVec     // vigil_queue_depth_frames{stream}
+}
+
+// NewMetrics creates the collectors and registers them with reg; a nil reg
+// creates unregistered collectors (for tools such as vigil detect).
+// It panics if the names are already registered with reg, as
+// prometheus.MustRegister does.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Decoded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_frames_decoded_total", Help: "Frames returned by the decoder.",
+		}, []string{"stream"}),
+		Processed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_frames_processed_total", Help: "Frames run through the model and published.",
+		}, []string{"stream"}),
+		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_frames_dropped_total", Help: "Frames dropped before publishing, by stage and reason.",
+		}, []string{"stream", "stage", "reason"}),
+		Detections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_detections_total", Help: "Detections published.",
+		}, []string{"stream"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vigil_stage_latency_seconds",
+			Help: "Wall time per frame in each stage; stage=total is arrival to publish.",
+			// 0.25 ms .. ~4 s, factor 2: covers a 1 ms preprocess and a
+			// multi-second stall. Native buckets too, for finer quantiles.
+			Buckets:                         prometheus.ExponentialBuckets(0.00025, 2, 15),
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  160,
+			NativeHistogramMinResetDuration: time.Hour,
+		}, []string{"stream", "stage"}),
+		QueueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vigil_queue_depth_frames", Help: "Frames waiting before the engine.",
+		}, []string{"stream"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth)
+	}
+	return m
+}
+
+// streamMetrics are one stream's collectors, resolved once so that the
+// per-frame path does no label hashing.
+type streamMetrics struct {
+	decoded, processed, detections prometheus.Counter
+	queueDepth                     prometheus.Gauge
+	stages                         [7]prometheus.Observer // in stageOrder
+	m                              *Metrics
+	stream                         string
+}
+
+var stageOrder = [7]string{StageDecode, StageQueue, StagePreprocess, StageInfer, StagePostprocess, StagePublish, StageTotal}
+
+func (m *Metrics) forStream(stream string) *streamMetrics {
+	sm := &streamMetrics{
+		decoded:    m.Decoded.WithLabelValues(stream),
+		processed:  m.Processed.WithLabelValues(stream),
+		detections: m.Detections.WithLabelValues(stream),
+		queueDepth: m.QueueDepth.WithLabelValues(stream),
+		m:          m,
+		stream:     stream,
+	}
+	for i, s := range stageOrder {
+		sm.stages[i] = m.Latency.WithLabelValues(stream, s)
+	}
+	return sm
+}
+
+func (sm *streamMetrics) drop(stage string, r DropReason) {
+	sm.m.Dropped.WithLabelValues(sm.stream, stage, string(r)).Inc()
+}
+
+// observe records one published frame's stage times.
+func (sm *streamMetrics) observe(st *StageTimes) {
+	for i, d := range [7]time.Duration{st.Decode, st.Queue, st.Preprocess, st.Infer, st.Postprocess, st.Publish, st.Total} {
+		sm.stages[i].Observe(d.Seconds())
+	}
+}

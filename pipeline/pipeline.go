@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// Image is a decoded picture in whatever pixel format the decoder produced.
+// It is owned by exactly one Frame; Release returns its memory (for decode's
+// images, an FFmpeg AVFrame reference) and must be called exactly once, by the
+// stage that consumes or drops the frame. Width and Height are in pixels.
+type Image interface {
+	Width() int
+	Height() int
+	Release()
+}
+
+// Frame is one decoded video frame travelling through the pipeline.
+//
+// Ownership: the Source allocates it and hands it to emit; from then on the
+// pipeline owns it and releases Image when the frame is processed or dropped.
+type Frame struct {
+	// StreamID is the stream's id, a NATS subject token.
+	StreamID string
+	// Seq numbers the decoded frames of one stream from 0, across reconnects
+	// and loops, without gaps: a gap in published seq means dropped frames.
+	Seq uint64
+	// PTS is the presentation time in seconds, converted from the stream's
+	// time base (AVStream.time_base). Looping files keep it increasing.
+	PTS float64
+	// Keyframe is true for intra-coded (key) frames.
+	Keyframe bool
+	// Arrival is the wall-clock time at which the demuxer handed over the
+	// packet that completed this frame: the start of the latency budget.
+	Arrival time.Time
+	// Decoded is the wall-clock time at which the decoder returned the frame.
+	Decoded time.Time
+	// Image holds the pixels; see Image for ownership.
+	Image Image
+}
+
+// Point is a position in source-frame pixels (origin top-left, x right, y down).
+type Point struct {
+	X float32 `json:"x"`
+	Y float32 `json:"y"`
+}
+
+// Box is an axis-aligned box in source-frame pixels: (X1,Y1) top-left,
+// (X2,Y2) bottom-right, X1 <= X2 and Y1 <= Y2, clamped to the frame.
+type Box struct {
+	X1 float32 `json:"x1"`
+	Y1 float32 `json:"y1"`
+	X2 float32 `json:"x2"`
+	Y2 float32 `json:"y2"`
+}
+
+// Detection is one detected object.
+type Detection struct {
+	// Label is the class name, e.g. "face" or "person".
+	Label string `json:"label"`
+	// ClassID is the model's class index (0 for single-class models).
+	ClassID int `json:"class_id"`
+	// Score is the detection confidence in [0, 1].
+	Score float32 `json:"score"`
+	// Box is in source-frame pixels.
+	Box Box `json:"box"`
+	// Keypoints are model-specific landmarks in source-frame pixels, nil when
+	// the model has none (BlazeFace: eye, eye, nose, mouth, ear, ear).
+	Keypoints []Point `json:"keypoints,omitempty"`
+}
+
+// StageTimes is the wall time one frame spent in each stage.
+type StageTimes struct {
+	// Decode: from Frame.Arrival until the decoder returned the frame.
+	Decode time.Duration
+	// Queue: waiting in the queue between the source and the worker.
+	Queue time.Duration
+	// Preprocess: swscale resize/letterbox and tensor normalisation.
+	Preprocess time.Duration
+	// Infer: the ONNX Runtime Run call.
+	Infer time.Duration
+	// Postprocess: decoding outputs, NMS, mapping to source pixels.
+	Postprocess time.Duration
+	// Publish: from the sink receiving the result to handing the message over.
+	Publish time.Duration
+	// Total: from Frame.Arrival to the publish time.
+	Total time.Duration
+}
+
+// Result is what the pipeline hands to a Sink for one processed frame.
+type Result struct {
+	StreamID string
+	Seq      uint64
+	PTS      float64
+	Keyframe bool
+	// Capture is Frame.Arrival.
+	Capture time.Time
+	// Published is set by the Sink to the wall time the message was built.
+	Published time.Time
+	// Width and Height of the source frame in pixels.
+	Width, Height int
+	// Model is the engine's model name.
+	Model      string
+	Detections []Detection
+	Stages     StageTimes
+}
+
+// Source produces decoded frames from one camera, URL or file.
+//
+// Run opens the source and calls emit, from Run's goroutine, for each decoded
+// frame until ctx is cancelled (it then returns ctx.Err()), the input ends
+// (io.EOF for a file that does not loop) or fails (any other error). Run never
+// retries on its own: the caller owns reconnection. emit must not block.
+type Source interface {
+	Run(ctx context.Context, emit func(*Frame)) error
+}
+
+// Engine runs a detection model on one image.
+//
+// Detect preprocesses img (resize/letterbox to the model's fixed input),
+// runs the model and postprocesses its outputs, appending detections in
+// source-frame pixels to dst[:0] and returning it. It records the time of
+// each of the three steps in st (Preprocess, Infer, Postprocess). Detect does
+// not release img. Implementations serialise concurrent calls.
+type Engine interface {
+	Model() string
+	Detect(img Image, st *StageTimes, dst []Detection) ([]Detection, error)
+}
+
+// Sink delivers results downstream.
+//
+// Publish sets r.Published, r.Stages.Publish and r.Stages.Total, then
+// encodes and sends r; it must not keep r after returning.
+type Sink interface {
+	Publish(ctx context.Context, r *Result) error
+}
+
+// PixelOrder is the channel order of packed 8-bit, 3-channel pixels.
+type PixelOrder int
+
+// Channel orders.
+const (
+	RGB PixelOrder = iota // R, G, B (MediaPipe/TFLite models)
+	BGR                   // B, G, R (OpenCV-trained models such as YOLOX)
+)
