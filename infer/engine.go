@@ -1,0 +1,236 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// Resizer scales a decoded image to w×h packed 8-bit pixels in the given
+// channel order, into dst (at least w·h·3 bytes, rows without padding).
+// decode.Scaler (libswscale, bilinear) implements it.
+type Resizer interface {
+	Resize(img pipeline.Image, w, h int, order pipeline.PixelOrder, dst []byte) error
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Name is the model name reported in results, e.g. "blazeface".
+	Name string
+	// Path is the .onnx file.
+	Path string
+	// Adapter is "blazeface", "yolox", or "" to pick the first adapter
+	// whose Bind accepts the model's signature.
+	Adapter string
+	// ScoreThreshold and IoUThreshold override the adapter's defaults when
+	// positive.
+	ScoreThreshold, IoUThreshold float32
+	// IntraOpThreads is ORT's intra-op thread count; 0 lets ORT choose
+	// (one per physical core).
+	IntraOpThreads int
+	// Resizer is required for Detect (not for Raw).
+	Resizer Resizer
+}
+
+// Engine runs one fixed-shape model on the ORT CPU execution provider. Its
+// input tensor (float32, batch 1, layout per adapter) and output tensors
+// are allocated once in Open and reused by every call; calls are
+// serialised by a mutex. It implements pipeline.Engine.
+type Engine struct {
+	name    string
+	adapter Adapter
+	bind    Binding
+
+	mu      sync.Mutex
+	session *ort.AdvancedSession
+	input   *ort.Tensor[float32]
+	outputs []*ort.Tensor[float32]
+	outData [][]float32
+	pix     []byte
+	lastLB  Letterbox
+	resizer Resizer
+}
+
+var _ pipeline.Engine = (*Engine)(nil)
+
+// Open loads the model, checks it against its adapter and allocates the
+// tensors. InitRuntime must have succeeded first. Errors wrap
+// os.ErrNotExist for a missing file and ErrModelMismatch for a model whose
+// signature does not fit the adapter; both name the file.
+func Open(o Options) (*Engine, error) {
+	if _, err := os.Stat(o.Path); err != nil {
+		return nil, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	if RuntimeVersion() == "" {
+		return nil, errors.New("infer: InitRuntime has not succeeded")
+	}
+	ins, outs, err := ort.GetInputOutputInfo(o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: reading its inputs and outputs: %w", o.Path, err)
+	}
+	in, out := tensorInfos(ins), tensorInfos(outs)
+	ad, bind, err := pickAdapter(o, in, out)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	e := &Engine{name: o.Name, adapter: ad, bind: bind, resizer: o.Resizer}
+	if e.name == "" {
+		e.name = ad.Name()
+	}
+	if err := e.allocate(o, ins); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	return e, nil
+}
+
+func tensorInfos(infos []ort.InputOutputInfo) []TensorInfo {
+	out := make([]TensorInfo, len(infos))
+	for i, x := range infos {
+		out[i] = TensorInfo{Name: x.Name, Shape: append([]int64(nil), x.Dimensions...)}
+	}
+	return out
+}
+
+func pickAdapter(o Options, in, out []TensorInfo) (Adapter, Binding, error) {
+	names := []string{o.Adapter}
+	if o.Adapter == "" {
+		names = AdapterNames()
+	}
+	var errs []error
+	for _, n := range names {
+		ad, err := NewAdapter(n, o.ScoreThreshold, o.IoUThreshold)
+		if err != nil {
+			return nil, Binding{}, err
+		}
+		b, err := ad.Bind(in, out)
+		if err == nil {
+			return ad, b, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return nil, Binding{}, errs[0]
+	}
+	return nil, Binding{}, fmt.Errorf("no adapter fits (%w); set the model's adapter", errors.Join(errs...))
+}
+
+func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
+	var err error
+	e.input, err = ort.NewEmptyTensor[float32](ort.NewShape(ins[0].Dimensions...))
+	if err != nil {
+		return fmt.Errorf("input tensor: %w", err)
+	}
+	vals := make([]ort.Value, len(e.bind.Outputs))
+	for i, s := range e.bind.OutShapes {
+		t, err := ort.NewEmptyTensor[float32](ort.NewShape(s...))
+		if err != nil {
+			return fmt.Errorf("output tensor %s: %w", e.bind.Outputs[i], err)
+		}
+		e.outputs = append(e.outputs, t)
+		e.outData = append(e.outData, t.GetData())
+		vals[i] = t
+	}
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return fmt.Errorf("session options: %w", err)
+	}
+	defer opts.Destroy()
+	if o.IntraOpThreads > 0 {
+		if err := opts.SetIntraOpNumThreads(o.IntraOpThreads); err != nil {
+			return fmt.Errorf("intra-op threads: %w", err)
+		}
+	}
+	e.session, err = ort.NewAdvancedSession(o.Path, []string{e.bind.Input}, e.bind.Outputs,
+		[]ort.Value{e.input}, vals, opts)
+	if err != nil {
+		return fmt.Errorf("creating session: %w", err)
+	}
+	e.pix = make([]byte, e.bind.InW*e.bind.InH*3)
+	return nil
+}
+
+// Model returns the model name given in Options (default: the adapter name).
+func (e *Engine) Model() string { return e.name }
+
+// Adapter returns the adapter's name.
+func (e *Engine) Adapter() string { return e.adapter.Name() }
+
+// InputSize returns the model's input width and height in pixels.
+func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
+
+// Detect implements pipeline.Engine: letterbox img with the Resizer, fill
+// the input tensor, run the session and decode. Errors come from the
+// Resizer or from ORT's Run.
+func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.resizer == nil {
+		return dst, errors.New("infer: engine has no Resizer")
+	}
+	t0 := time.Now()
+	lb := NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
+	if err := e.resizer.Resize(img, lb.ContentW, lb.ContentH, e.bind.Order, e.pix); err != nil {
+		return dst, err
+	}
+	full := lb != e.lastLB
+	e.adapter.Fill(e.input.GetData(), e.pix, lb, full)
+	e.lastLB = lb
+	t1 := time.Now()
+	if err := e.session.Run(); err != nil {
+		return dst, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
+	}
+	t2 := time.Now()
+	dst = e.adapter.Decode(e.outData, lb, dst[:0])
+	t3 := time.Now()
+	st.Preprocess, st.Infer, st.Postprocess = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
+	return dst, nil
+}
+
+// Raw copies in (which must have the input tensor's element count) into
+// the input tensor, runs the model and returns the outputs in adapter order.
+// The returned slices alias the engine's output tensors and are valid until
+// the next call. It exists to test the ORT binding and for benchmarks.
+func (e *Engine) Raw(in []float32) ([][]float32, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	dst := e.input.GetData()
+	if len(in) != len(dst) {
+		return nil, fmt.Errorf("infer: Raw input has %d values, the model takes %d", len(in), len(dst))
+	}
+	copy(dst, in)
+	e.lastLB = Letterbox{} // padding must be rewritten by the next Detect
+	if err := e.session.Run(); err != nil {
+		return nil, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
+	}
+	return e.outData, nil
+}
+
+// OutputNames returns the output names in the order Raw returns them.
+func (e *Engine) OutputNames() []string { return e.bind.Outputs }
+
+// Close frees the session and the tensors. It is idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	if e.session != nil {
+		errs = append(errs, e.session.Destroy())
+		e.session = nil
+	}
+	if e.input != nil {
+		errs = append(errs, e.input.Destroy())
+		e.input = nil
+	}
+	for _, t := range e.outputs {
+		errs = append(errs, t.Destroy())
+	}
+	e.outputs, e.outData = nil, nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,194 @@
+package infer_test
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+func TestMain(m *testing.M) {
+	decode.SetLogger(nil)
+	os.Exit(m.Run())
+}
+
+func openEngine(t *testing.T, name, path, adapter string, thr float32) *infer.Engine {
+	t.Helper()
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	sc := decode.NewScaler()
+	t.Cleanup(sc.Close)
+	e, err := infer.Open(infer.Options{Name: name, Path: path, Adapter: adapter, ScoreThreshold: thr, Resizer: sc})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	return e
+}
+
+// frameAt decodes src and runs fn on frame number n (0-based).
+func frameAt(t *testing.T, src string, n uint64, fn func(pipeline.Image)) {
+	t.Helper()
+	s, err := decode.New(decode.Options{URL: src})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := false
+	err = s.Run(ctx, func(f *pipeline.Frame) {
+		defer f.Image.Release()
+		if f.Seq == n {
+			fn(f.Image)
+			done = true
+			cancel()
+		}
+	})
+	require.True(t, done, "frame %d of %s not reached: %v", n, src, err)
+}
+
+// Reference values: ../shared/testdata/README.md, "Checked results"
+// (ORT 1.30 CPU, OpenCV bilinear); tolerances there: box ±5 % of its size.
+func TestBlazeFaceAstronaut(t *testing.T) {
+	for _, tc := range []struct {
+		model, file  string
+		cx, cy, size float64
+		score        float64
+		kps          [6][2]float64
+	}{
+		{"blazeface", "face_detection_front_128x128_barracuda.onnx", 225, 128, 92, 0.92,
+			[6][2]float64{{205, 101}, {249, 108}, {224, 124}, {221, 144}, {178, 110}, {271, 125}}},
+		{"blazeface-back", "face_detection_back_256x256_barracuda.onnx", 225, 126, 104, 0.88,
+			[6][2]float64{{203, 102}, {248, 103}, {224, 128}, {224, 149}, {177, 111}, {273, 114}}},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			e := openEngine(t, tc.model, testenv.Model(t, tc.file), "", 0.5)
+			require.Equal(t, "blazeface", e.Adapter(), "adapter detected from the model's shapes")
+			var dets []pipeline.Detection
+			frameAt(t, testenv.Media(t, "astronaut.png"), 0, func(img pipeline.Image) {
+				var st pipeline.StageTimes
+				var err error
+				dets, err = e.Detect(img, &st, nil)
+				require.NoError(t, err)
+				require.Positive(t, st.Infer)
+			})
+			require.Len(t, dets, 1, "exactly one face")
+			d := dets[0]
+			w, h := float64(d.Box.X2-d.Box.X1), float64(d.Box.Y2-d.Box.Y1)
+			tol := 0.05 * tc.size
+			require.InDelta(t, tc.cx, float64(d.Box.X1+d.Box.X2)/2, tol)
+			require.InDelta(t, tc.cy, float64(d.Box.Y1+d.Box.Y2)/2, tol)
+			require.InDelta(t, tc.size, w, tol)
+			require.InDelta(t, tc.size, h, tol)
+			require.InDelta(t, tc.score, float64(d.Score), 0.05)
+			require.Equal(t, "face", d.Label)
+			require.Len(t, d.Keypoints, 6)
+			for i, k := range d.Keypoints {
+				require.InDelta(t, tc.kps[i][0], float64(k.X), tol, "keypoint %d x", i)
+				require.InDelta(t, tc.kps[i][1], float64(k.Y), tol, "keypoint %d y", i)
+			}
+		})
+	}
+}
+
+// Golden raw outputs for an all-zero input, from the same README: this
+// checks the ORT binding (tensor names, order and layout), no image code.
+func TestRawGoldenZeroInput(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want map[int][]float32 // output index (adapter order) -> first values
+	}{
+		{"face_detection_front_128x128_barracuda.onnx", map[int][]float32{
+			0: {-5.47516, -4.62575, -5.49161, -4.48594}, // Identity:0
+			1: {-6.01768, -8.19545},                     // Identity_1:0
+			2: {0.56141, -0.59060, 28.73555, 28.73518},  // Identity_2:0
+		}},
+		{"face_detection_back_256x256_barracuda.onnx", map[int][]float32{
+			0: {-64.63931, -22.80846, -478.61035, -260.52510}, // Identity:0
+			3: {25.90795, 23.91290, 89.99953},                 // Identity_3:0
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			e := openEngine(t, "", testenv.Model(t, tc.file), "blazeface", 0)
+			w, h := e.InputSize()
+			outs, err := e.Raw(make([]float32, w*h*3))
+			require.NoError(t, err)
+			require.Equal(t, []string{"Identity:0", "Identity_1:0", "Identity_2:0", "Identity_3:0"}, e.OutputNames())
+			for i, want := range tc.want {
+				for j, v := range want {
+					require.InDelta(t, v, outs[i][j], 1e-3*math.Max(1, math.Abs(float64(v))), "output %d value %d", i, j)
+				}
+			}
+		})
+	}
+}
+
+// YOLOX-Nano is not in any registry this project can fetch from; the test
+// uses ../shared/testdata when it is there and skips otherwise.
+func TestYOLOXNanoVtestFrame100(t *testing.T) {
+	model := testenv.Shared(t, "models/yolox_nano.onnx")
+	e := openEngine(t, "yolox-nano", model, "", 0)
+	require.Equal(t, "yolox", e.Adapter())
+	var dets []pipeline.Detection
+	frameAt(t, testenv.Media(t, "vtest.avi"), 100, func(img pipeline.Image) {
+		var st pipeline.StageTimes
+		var err error
+		dets, err = e.Detect(img, &st, nil)
+		require.NoError(t, err)
+	})
+	persons := 0
+	for _, d := range dets {
+		require.GreaterOrEqual(t, d.Box.X1, float32(0))
+		require.LessOrEqual(t, d.Box.X2, float32(768))
+		require.LessOrEqual(t, d.Box.Y2, float32(576))
+		if d.Label == "person" && d.Score >= 0.5 {
+			persons++
+		}
+	}
+	require.GreaterOrEqual(t, persons, 5, "detections: %+v", dets)
+
+	// Empty canvas (every value 114): row 0 golden values, no objects.
+	w, h := e.InputSize()
+	in := make([]float32, 3*w*h)
+	for i := range in {
+		in[i] = 114
+	}
+	outs, err := e.Raw(in)
+	require.NoError(t, err)
+	for j, v := range []float32{1.25277, 1.35610, 0.95785, 0.82903} {
+		require.InDelta(t, v, outs[0][j], 1e-3)
+	}
+	for r := 0; r < len(outs[0])/85; r++ {
+		require.LessOrEqual(t, outs[0][r*85+4], float32(0.0015))
+	}
+}
+
+func TestModelMismatchCaughtAtOpen(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	_, err := infer.Open(infer.Options{Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Adapter: "yolox"})
+	require.ErrorIs(t, err, infer.ErrModelMismatch)
+	require.Contains(t, err.Error(), "input:0")
+	require.Contains(t, err.Error(), "[1 3 H W]")
+
+	_, err = infer.Open(infer.Options{Path: "/nonexistent/m.onnx"})
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestNegativeClipNoFaces(t *testing.T) {
+	e := openEngine(t, "blazeface", testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "", 0)
+	s, err := decode.New(decode.Options{URL: testenv.Media(t, "tree.avi")})
+	require.NoError(t, err)
+	sc := 0
+	err = s.Run(context.Background(), func(f *pipeline.Frame) {
+		defer f.Image.Release()
+		var st pipeline.StageTimes
+		d, err := e.Detect(f.Image, &st, nil)
+		require.NoError(t, err)
+		sc += len(d)
+	})
+	require.ErrorIs(t, err, io.EOF)
+	require.Zero(t, sc, "tree.avi has no faces")
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Tiny RTSP test server (gst-rtsp-server through python3-gi).
+
+Serves an H.264 Annex-B elementary stream (.h264, as written by
+`ffmpeg -f h264`) over RTSP; clients may use RTP over TCP (interleaved) or
+UDP. The factory is shared, so several clients see the same stream.
+
+  server.py --file F.h264 [--port N] [--path /stream] [--loop]
+            [--stall-after SECONDS]
+
+--port 0 picks a free port. Once listening it prints exactly one line,
+"READY rtsp://127.0.0.1:PORT/path", then serves until SIGTERM/SIGINT.
+
+--loop reads the file with multifilesrc loop=true: the bytes simply repeat,
+h264parse keeps interpolating timestamps across the seam and the file starts
+with SPS/PPS + IDR, so the stream never ends and never jumps back in time.
+
+--stall-after S: S seconds after a media is created (first DESCRIBE), a
+blocking pad probe stops the stream before the payloader. No more RTP is
+sent (RTCP may still be), but the RTSP session and TCP connection stay open.
+"""
+
+import argparse
+import signal
+import sys
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--file", required=True, help="H.264 Annex-B elementary stream")
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--path", default="/stream", help="mount point")
+    ap.add_argument("--loop", action="store_true", help="repeat the file forever")
+    ap.add_argument("--stall-after", type=float, default=0,
+                    help="stop sending RTP after this many seconds (0: never)")
+    args = ap.parse_args()
+    if not args.path.startswith("/"):
+        args.path = "/" + args.path
+
+    Gst.init(None)
+    loc = args.file.replace("\\", "\\\\").replace('"', '\\"')  # for gst_parse_launch
+    if args.loop:
+        src = 'multifilesrc location="%s" loop=true' % loc
+    else:
+        src = 'filesrc location="%s"' % loc
+    # The leading "( )" makes gst-rtsp-server wrap it in a bin; config-interval=-1
+    # sends SPS/PPS with every IDR so late joiners can decode.
+    launch = ("( %s ! h264parse name=parse ! "
+              "rtph264pay name=pay0 pt=96 config-interval=-1 )" % src)
+
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(launch)
+    factory.set_shared(True)
+
+    # h264parse only interpolates DTS for an elementary stream; without B-frames
+    # PTS == DTS, and the payloader and the sink need PTS.
+    def set_pts(_pad, info):
+        buf = info.get_buffer()
+        if buf.pts == Gst.CLOCK_TIME_NONE:
+            buf.pts = buf.dts
+        return Gst.PadProbeReturn.OK
+
+    def on_configure(_factory, media):
+        parse = media.get_element().get_by_name("parse")
+        parse.get_static_pad("src").add_probe(Gst.PadProbeType.BUFFER, set_pts)
+        if args.stall_after > 0:
+            GLib.timeout_add(int(args.stall_after * 1000), stall, parse)
+
+    factory.connect("media-configure", on_configure)
+
+    if args.stall_after > 0:
+        def block(_pad, _info):
+            return Gst.PadProbeReturn.OK  # keep blocking: nothing flows
+
+        def stall(element):
+            print("rtsptest: stalling stream now", file=sys.stderr, flush=True)
+            pad = element.get_static_pad("src")
+            pad.add_probe(Gst.PadProbeType.BLOCK_DOWNSTREAM, block)
+            return GLib.SOURCE_REMOVE
+
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    server.get_mount_points().add_factory(args.path, factory)
+    try:
+        # create_source binds and raises on failure (attach() only logs).
+        source = server.create_source(None)
+    except GLib.Error as e:
+        print("rtsptest: cannot listen on port %d: %s" % (args.port, e.message),
+              file=sys.stderr, flush=True)
+        return 1
+    source.attach(None)
+
+    loop = GLib.MainLoop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, loop.quit)
+
+    print("READY rtsp://127.0.0.1:%d%s" % (server.get_bound_port(), args.path),
+          flush=True)
+    loop.run()
+    source.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
