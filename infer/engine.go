@@ -212,6 +212,14 @@ func (e *Engine) Raw(in []float32) ([][]float32, error) {
 	return e.outData, nil
 }
 
+// InputTensor returns a copy of the input tensor's current contents, e.g.
+// a real preprocessed frame after Detect, for replay through Raw.
+func (e *Engine) InputTensor() []float32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]float32(nil), e.input.GetData()...)
+}
+
 // OutputNames returns the output names in the order Raw returns them.
 func (e *Engine) OutputNames() []string { return e.bind.Outputs }
 

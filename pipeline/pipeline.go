@@ -81,7 +81,10 @@ type StageTimes struct {
 	Infer time.Duration
 	// Postprocess: decoding outputs, NMS, mapping to source pixels.
 	Postprocess time.Duration
-	// Publish: from the sink receiving the result to handing the message over.
+	// Publish: from Result.Ready to the message being handed to the
+	// transport. In the message itself it ends at Result.Published (before
+	// encoding, which cannot be in the message it produces); in metrics it
+	// includes encoding and the write.
 	Publish time.Duration
 	// Total: from Frame.Arrival to the publish time.
 	Total time.Duration
@@ -95,6 +98,8 @@ type Result struct {
 	Keyframe bool
 	// Capture is Frame.Arrival.
 	Capture time.Time
+	// Ready is when postprocessing finished and the result went to the sink.
+	Ready time.Time
 	// Published is set by the Sink to the wall time the message was built.
 	Published time.Time
 	// Width and Height of the source frame in pixels.
@@ -129,8 +134,10 @@ type Engine interface {
 
 // Sink delivers results downstream.
 //
-// Publish sets r.Published, r.Stages.Publish and r.Stages.Total, then
-// encodes and sends r; it must not keep r after returning.
+// Publish sets r.Published and, for the message, r.Stages.Publish and
+// r.Stages.Total up to r.Published; encodes and sends r; then sets
+// r.Stages.Publish and r.Stages.Total again up to the end of the send, for
+// metrics. It must not keep r after returning.
 type Sink interface {
 	Publish(ctx context.Context, r *Result) error
 }

@@ -16,7 +16,8 @@ type Queue struct {
 	head   int
 	n      int
 	closed bool
-	notify chan struct{} // capacity 1: "something changed"
+	notify chan struct{} // capacity 1: "a frame was pushed or the queue closed"
+	space  chan struct{} // capacity 1: "a frame was popped"
 }
 
 // NewQueue returns a queue holding at most capacity frames (minimum 1).
@@ -24,7 +25,7 @@ func NewQueue(capacity int) *Queue {
 	if capacity < 1 {
 		capacity = 1
 	}
-	return &Queue{buf: make([]*Frame, capacity), notify: make(chan struct{}, 1)}
+	return &Queue{buf: make([]*Frame, capacity), notify: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
 
 // Push appends f. When the queue is full it removes the oldest frame and
@@ -49,6 +50,32 @@ func (q *Queue) Push(f *Frame) (dropped *Frame) {
 	return dropped
 }
 
+// PushWait appends f, waiting for room instead of dropping (for offline
+// processing, where every frame counts). It returns false, without taking
+// f, when ctx ends or the queue is closed first.
+func (q *Queue) PushWait(ctx context.Context, f *Frame) bool {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return false
+		}
+		if q.n < len(q.buf) {
+			q.buf[(q.head+q.n)%len(q.buf)] = f
+			q.n++
+			q.mu.Unlock()
+			q.signal()
+			return true
+		}
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-q.space:
+		}
+	}
+}
+
 // Pop removes and returns the oldest frame, waiting for one if the queue is
 // empty. It returns false when ctx is done, or when the queue is closed and
 // empty (frames pushed before Close are still delivered).
@@ -61,6 +88,10 @@ func (q *Queue) Pop(ctx context.Context) (*Frame, bool) {
 			q.head = (q.head + 1) % len(q.buf)
 			q.n--
 			q.mu.Unlock()
+			select {
+			case q.space <- struct{}{}:
+			default:
+			}
 			return f, true
 		}
 		closed := q.closed

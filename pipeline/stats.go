@@ -75,8 +75,9 @@ type StreamSnapshot struct {
 	P50, P99 time.Duration
 	// DetsPerSec is detections published per second.
 	DetsPerSec float64
-	// Dropped is the number of frames dropped in the interval.
-	Dropped int
+	// In, Out and Dropped count decoded, published and dropped frames in
+	// the interval.
+	In, Out, Dropped int
 }
 
 // Snapshot returns every stream's numbers since the previous Snapshot (or
@@ -94,7 +95,7 @@ func (s *Stats) Snapshot() []StreamSnapshot {
 	for id, st := range s.streams {
 		snap := StreamSnapshot{
 			ID: id, FPSIn: float64(st.in) / secs, FPSOut: float64(st.out) / secs,
-			DetsPerSec: float64(st.dets) / secs, Dropped: st.dropped,
+			DetsPerSec: float64(st.dets) / secs, In: st.in, Out: st.out, Dropped: st.dropped,
 		}
 		snap.P50, snap.P99 = Percentile(st.lat, 50), Percentile(st.lat, 99)
 		out = append(out, snap)

@@ -24,6 +24,10 @@ type StreamConfig struct {
 	// Live sources (cameras, network URLs) are reopened after they end or
 	// fail, with capped exponential backoff plus jitter; files are not.
 	Live bool
+	// Lossless makes the source wait for room in the queue instead of
+	// dropping the oldest frame: for offline processing of files, where
+	// every frame must be processed and latency does not matter.
+	Lossless bool
 	// BackoffInitial and BackoffMax bound the reconnect delay
 	// (defaults 1 s and 30 s). The delay doubles per failed attempt and is
 	// reset once a connection delivered frames.
@@ -67,6 +71,7 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 		defer wg.Done()
 		s.work(ctx)
 	}()
+	s.ctx = ctx
 	err := s.ingest(ctx)
 	s.q.Close()
 	wg.Wait()
@@ -82,6 +87,7 @@ type stream struct {
 	m   *streamMetrics
 	log *zap.Logger
 	got bool // the current connection delivered a frame (ingest goroutine only)
+	ctx context.Context
 }
 
 // ingest runs the source, reconnecting live sources, until it is done.
@@ -122,7 +128,11 @@ func (s *stream) emit(f *Frame) {
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)
 	}
-	if old := s.q.Push(f); old != nil {
+	if s.c.Lossless {
+		if !s.q.PushWait(s.ctx, f) {
+			f.Image.Release() // shutting down
+		}
+	} else if old := s.q.Push(f); old != nil {
 		old.Image.Release()
 		s.dropped(StageQueue, DropQueueFull)
 	}
@@ -160,7 +170,7 @@ func (s *stream) work(ctx context.Context) {
 		res = Result{
 			StreamID: s.c.ID, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
-			Detections: dets, Stages: st,
+			Detections: dets, Stages: st, Ready: time.Now(),
 		}
 		if err := s.c.Sink.Publish(ctx, &res); err != nil {
 			if ctx.Err() != nil {

@@ -51,8 +51,8 @@ def main():
         src = 'filesrc location="%s"' % loc
     # The leading "( )" makes gst-rtsp-server wrap it in a bin; config-interval=-1
     # sends SPS/PPS with every IDR so late joiners can decode.
-    launch = ("( %s ! h264parse name=parse ! "
-              "rtph264pay name=pay0 pt=96 config-interval=-1 )" % src)
+    launch = ("( %s ! h264parse name=parse config-interval=-1 ! "
+              "rtph264pay name=pay0 pt=96 config-interval=0 )" % src)
 
     factory = GstRtspServer.RTSPMediaFactory()
     factory.set_launch(launch)

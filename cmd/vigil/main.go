@@ -1,0 +1,266 @@
+// Command vigil is the streaming video analytics engine: it decodes camera
+// streams with FFmpeg, runs a detection model with ONNX Runtime and publishes
+// one JSON message per frame to NATS. Run `vigil help` for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `vigil - streaming video analytics: FFmpeg decode -> ONNX detector -> NATS
+
+Usage:
+  vigil run --config FILE          serve the streams in FILE (Ctrl-C stops)
+  vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
+  vigil tail [flags]               print the detections a running vigil publishes
+  vigil bench [flags]              measure decode, inference and pipeline speed
+  vigil check-config FILE          validate a config file and exit
+  vigil version                    print version information
+
+Run 'vigil COMMAND --help' for a command's flags.
+Exit status: 0 success, 1 runtime failure, 2 bad input (flags, config, model or URL).
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "run":
+		err = cmdRun(rest, stderr)
+	case "detect":
+		err = cmdDetect(rest, stdout, stderr)
+	case "tail":
+		err = cmdTail(rest, stdout, stderr)
+	case "bench":
+		err = cmdBench(rest, stdout, stderr)
+	case "check-config":
+		err = cmdCheckConfig(rest, stdout, stderr)
+	case "version", "--version":
+		printVersion(stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "vigil: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case app.IsBadInput(err):
+		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
+		return 1
+	}
+}
+
+// newFlags returns a flag set whose parse errors are bad input.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: vigil %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &app.BadInputError{Err: err}
+	}
+	return nil
+}
+
+func loadConfig(path string) (config.Config, error) {
+	if path == "" {
+		c := config.Default()
+		return c, nil
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		return c, &app.BadInputError{Err: err}
+	}
+	return c, nil
+}
+
+// signalContext ends on SIGINT/SIGTERM; a second signal, or a shutdown
+// that takes longer than grace, exits the process at once.
+func signalContext(stderr io.Writer, grace time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		select {
+		case <-ch:
+			fmt.Fprintln(stderr, "vigil: second signal, exiting now")
+		case <-time.After(grace):
+			fmt.Fprintf(stderr, "vigil: shutdown took longer than %s, exiting now\n", grace)
+		}
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func cmdRun(args []string, stderr io.Writer) error {
+	fs := newFlags("run", "run --config FILE", stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML); see configs/demo.yaml")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *cfgPath == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return &app.BadInputError{Err: errors.New("--config FILE is required and takes no arguments")}
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log, err := app.NewLogger(c.Log, stderr)
+	if err != nil {
+		return &app.BadInputError{Err: err}
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signalContext(stderr, 15*time.Second)
+	defer stop()
+	return app.Run(ctx, c, log, stderr, func(natsURL, metricsAddr string) {
+		fmt.Fprintf(stderr, "vigil: running %d stream(s); NATS %s; watch with: vigil tail --nats %s\n", len(c.Streams), natsURL, natsURL)
+	})
+}
+
+func cmdDetect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] SOURCE", stderr)
+	model := fs.String("model", "blazeface", "model name (blazeface, blazeface-back, yolox-nano, or one from --config) or an .onnx path")
+	maxFrames := fs.Int("max-frames", 0, "stop after N frames (0: the whole source)")
+	cfgPath := fs.String("config", "", "optional config file for models, infer and log settings")
+	id := fs.String("id", "detect", "stream id written in the messages")
+	realtime := fs.Bool("realtime", false, "pace a file at its native frame rate")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return &app.BadInputError{Err: errors.New("exactly one SOURCE (file, rtsp:// or http(s):// URL) is required")}
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	c.Log.Level = "warn"
+	log, err := app.NewLogger(c.Log, stderr)
+	if err != nil {
+		return &app.BadInputError{Err: err}
+	}
+	ctx, stop := signalContext(stderr, 10*time.Second)
+	defer stop()
+	return app.Detect(ctx, c, app.DetectOptions{Source: fs.Arg(0), Model: *model, MaxFrames: *maxFrames, StreamID: *id, Realtime: *realtime}, log, stdout)
+}
+
+func cmdTail(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("tail", "tail [--stream ID] [--nats URL] [--count N] [--json]", stderr)
+	o := app.TailOptions{}
+	fs.StringVar(&o.Stream, "stream", "", "only this stream id (default: all streams)")
+	fs.StringVar(&o.URL, "nats", "nats://127.0.0.1:4222", "NATS server URL (the embedded server's default address)")
+	fs.StringVar(&o.Prefix, "prefix", "vigil", "subject prefix (nats.subject_prefix)")
+	fs.IntVar(&o.Count, "count", 0, "exit after N messages (0: until Ctrl-C)")
+	fs.BoolVar(&o.JSON, "json", false, "print raw JSON messages")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	ctx, stop := signalContext(stderr, 5*time.Second)
+	defer stop()
+	return app.Tail(ctx, o, stdout)
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D]", stderr)
+	o := app.BenchOptions{}
+	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
+	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
+	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "length of each throughput phase")
+	cfgPath := fs.String("config", "", "optional config file for models and infer settings")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	c.Log.Level = "warn"
+	log, err := app.NewLogger(c.Log, stderr)
+	if err != nil {
+		return &app.BadInputError{Err: err}
+	}
+	ctx, stop := signalContext(stderr, 10*time.Second)
+	defer stop()
+	_, err = app.Bench(ctx, c, o, log, stdout)
+	return err
+}
+
+func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check-config", "check-config FILE", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return &app.BadInputError{Err: errors.New("exactly one FILE is required")}
+	}
+	c, err := loadConfig(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d stream(s), %d model(s) defined)\n", fs.Arg(0), len(c.Streams), len(c.Models))
+	return nil
+}
+
+func printVersion(w io.Writer) {
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				rev = " (" + s.Value[:min(12, len(s.Value))] + ")"
+			}
+		}
+	}
+	fmt.Fprintf(w, "vigil %s%s %s %s/%s\n", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "onnxruntime library: %s\nmodels: %s (built-in: %v)\n", assets.ORTLibrary(), assets.ModelsDir(), infer.BuiltinNames())
+}

@@ -1,0 +1,138 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/sinks"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(sinks.SchemaJSON))
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	require.NoError(t, c.AddResource("detections.schema.json", doc))
+	s, err := c.Compile("detections.schema.json")
+	require.NoError(t, err)
+	return s
+}
+
+// End to end in-process: `vigil run` wiring with the embedded NATS on a
+// free port over Megamind.avi (270 frames, frame 0 black, faces after).
+func TestRunEndToEnd(t *testing.T) {
+	schema := compileSchema(t)
+	cfg := `
+log: {level: warn}
+metrics: {listen: "127.0.0.1:0"}
+nats: {listen: "127.0.0.1:0"}
+pipeline: {progress_interval: 1s, queue_size: 300}
+streams:
+  - id: megamind
+    url: ` + testenv.Media(t, "Megamind.avi") + `
+    model: blazeface
+`
+	c, err := config.Parse([]byte(cfg), "e2e.yaml")
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var msgs []*nats.Msg
+	var metricsURL string
+	var nc *nats.Conn
+	progress := &lockedWriter{w: new(bytes.Buffer)}
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, c, zaptest.NewLogger(t), progress, func(natsURL, metricsAddr string) {
+			var err error
+			nc, err = nats.Connect(natsURL)
+			require.NoError(t, err)
+			_, err = nc.Subscribe("vigil.megamind.detections", func(m *nats.Msg) {
+				mu.Lock()
+				msgs = append(msgs, m)
+				mu.Unlock()
+			})
+			require.NoError(t, err)
+			require.NoError(t, nc.Flush())
+			metricsURL = "http://" + metricsAddr + "/metrics"
+		})
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(msgs) == 270
+	}, 60*time.Second, 50*time.Millisecond, "all 270 frames published")
+	defer nc.Close()
+
+	faces := 0
+	for i, m := range msgs {
+		require.Equal(t, "megamind/"+strconv.Itoa(i), m.Header.Get("Nats-Msg-Id"))
+		var v any
+		require.NoError(t, json.Unmarshal(m.Data, &v))
+		require.NoError(t, schema.Validate(v), "message %d: %s", i, m.Data)
+		var msg sinks.Message
+		require.NoError(t, json.Unmarshal(m.Data, &msg))
+		require.Equal(t, uint64(i), msg.Seq)
+		require.Equal(t, 720, msg.Width)
+		require.GreaterOrEqual(t, msg.LatencyMS.Total, msg.LatencyMS.Infer)
+		require.False(t, msg.PublishTime.Before(msg.CaptureTime))
+		if i > 0 && len(msg.Detections) > 0 {
+			faces++
+		}
+	}
+	require.GreaterOrEqual(t, float64(faces)/269, 0.9, "frames after frame 0 with a face: %d of 269", faces)
+
+	resp, err := http.Get(metricsURL)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`vigil_frames_decoded_total{stream="megamind"} 270`,
+		`vigil_frames_processed_total{stream="megamind"} 270`,
+		`vigil_stage_latency_seconds_bucket{stage="infer",stream="megamind"`,
+		`vigil_stage_latency_seconds_count{stage="total",stream="megamind"} 270`,
+	} {
+		require.Contains(t, string(body), want)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(progress.String(), "megamind") }, 5*time.Second, 50*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(*bytes.Buffer).String()
+}

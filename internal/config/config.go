@@ -1,0 +1,363 @@
+// Package config loads vigil's YAML configuration: strict decoding (an
+// unknown key is an error naming the file, line and key), defaults in code,
+// and one Validate that reports every problem with the field it concerns.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/assets"
+)
+
+// Config is the whole file. See configs/demo.yaml and docs/config.md.
+type Config struct {
+	Log      Log      `yaml:"log"`
+	Metrics  Metrics  `yaml:"metrics"`
+	NATS     NATS     `yaml:"nats"`
+	Infer    Infer    `yaml:"infer"`
+	Pipeline Pipeline `yaml:"pipeline"`
+	// Models adds named models to (or overrides) infer.BuiltinModels.
+	Models  []Model  `yaml:"models"`
+	Streams []Stream `yaml:"streams"`
+}
+
+// Log configures zap.
+type Log struct {
+	// Level: debug, info (default), warn or error.
+	Level string `yaml:"level"`
+	// Format: console (default) or json.
+	Format string `yaml:"format"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Listen is the host:port serving /metrics (default 127.0.0.1:9090);
+	// "off" disables it.
+	Listen string `yaml:"listen"`
+}
+
+// NATS configures where detections go.
+type NATS struct {
+	// URL of an external server or cluster (comma-separated). Empty (the
+	// default) starts an embedded server instead.
+	URL string `yaml:"url"`
+	// Listen is the embedded server's host:port (default 127.0.0.1:4222;
+	// port 0 picks a free one). Ignored when URL is set.
+	Listen string `yaml:"listen"`
+	// SubjectPrefix is the first subject token (default "vigil").
+	SubjectPrefix string `yaml:"subject_prefix"`
+}
+
+// Infer configures ONNX Runtime.
+type Infer struct {
+	// ORTLibrary is libonnxruntime.so (default: assets.ORTLibrary()).
+	ORTLibrary string `yaml:"ort_library"`
+	// ModelsDir resolves relative model files (default: assets.ModelsDir()).
+	ModelsDir string `yaml:"models_dir"`
+	// IntraOpThreads per engine; 0 lets ONNX Runtime choose.
+	IntraOpThreads int `yaml:"intra_op_threads"`
+}
+
+// Pipeline holds defaults for every stream.
+type Pipeline struct {
+	// QueueSize is the bounded queue before the engine, in frames (default 4).
+	QueueSize int `yaml:"queue_size"`
+	// ProgressInterval between progress lines on stderr (default 5s; 0s
+	// disables them).
+	ProgressInterval *Duration `yaml:"progress_interval"`
+	// DefaultModel for streams that name none (default "blazeface").
+	DefaultModel string `yaml:"default_model"`
+}
+
+// Model is a named model.
+type Model struct {
+	Name string `yaml:"name"`
+	// Path to the .onnx file, absolute or relative to infer.models_dir.
+	Path string `yaml:"path"`
+	// Adapter: blazeface, yolox, or empty to detect it from the model.
+	Adapter        string  `yaml:"adapter"`
+	ScoreThreshold float32 `yaml:"score_threshold"`
+	IoUThreshold   float32 `yaml:"iou_threshold"`
+}
+
+// Stream is one camera or file.
+type Stream struct {
+	// ID: 1-64 characters of [A-Za-z0-9_-]; it becomes a NATS subject
+	// token and a metric label.
+	ID string `yaml:"id"`
+	// URL: rtsp://, rtsps://, http(s)://, file:// or a path. ${VAR} is
+	// expanded; ${VIGIL_CACHE_DIR} defaults to the asset cache.
+	URL string `yaml:"url"`
+	// Model: a model name or an .onnx path (default pipeline.default_model).
+	Model string `yaml:"model"`
+	// Transport for RTSP: tcp (default) or udp.
+	Transport string `yaml:"transport"`
+	// Realtime paces a file at its native rate; Loop restarts it.
+	Realtime bool `yaml:"realtime"`
+	Loop     bool `yaml:"loop"`
+	// OpenTimeout (default 10s) and ReadTimeout (default 10s).
+	OpenTimeout Duration `yaml:"open_timeout"`
+	ReadTimeout Duration `yaml:"read_timeout"`
+	// QueueSize overrides pipeline.queue_size.
+	QueueSize int `yaml:"queue_size"`
+	// DecodeThreads is FFmpeg's thread count (0: FFmpeg chooses).
+	DecodeThreads int `yaml:"decode_threads"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("10s").
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses "1.5s", "250ms" and so on.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 10s, 500ms)", n.Line, s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Default returns the configuration used when a file sets nothing.
+func Default() Config {
+	five := Duration{5 * time.Second}
+	return Config{
+		Log:      Log{Level: "info", Format: "console"},
+		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
+		NATS:     NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil"},
+		Infer:    Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
+		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface"},
+	}
+}
+
+// Load reads, decodes, defaults and validates the file at path.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes data (named name in errors) over Default(), expands
+// environment variables in URLs and paths, fills stream defaults and
+// validates. Errors name the file and the line or field.
+func Parse(data []byte, name string) (Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
+		return Config{}, fmt.Errorf("%s: %s", name, yamlError(err))
+	}
+	c.expand()
+	c.fill()
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+var (
+	reUnknown = regexp.MustCompile(`line (\d+): field (\S+) not found in type config\.(\w+)`)
+	sections  = map[string]string{
+		"Config": "top level", "Log": "log", "Metrics": "metrics", "NATS": "nats", "Infer": "infer",
+		"Pipeline": "pipeline", "Model": "models[]", "Stream": "streams[]",
+	}
+)
+
+// yamlError rewrites yaml.v3's messages into one line that names the key
+// and its section: `line 7: unknown key "bogus" in streams[]`.
+func yamlError(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		if m := reUnknown.FindStringSubmatch(e); m != nil {
+			e = fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], sections[m[3]])
+		}
+		msgs = append(msgs, e)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (c *Config) expand() {
+	c.Infer.ORTLibrary = assets.ExpandEnv(c.Infer.ORTLibrary)
+	c.Infer.ModelsDir = assets.ExpandEnv(c.Infer.ModelsDir)
+	for i := range c.Models {
+		c.Models[i].Path = assets.ExpandEnv(c.Models[i].Path)
+	}
+	for i := range c.Streams {
+		c.Streams[i].URL = assets.ExpandEnv(c.Streams[i].URL)
+		c.Streams[i].Model = assets.ExpandEnv(c.Streams[i].Model)
+	}
+}
+
+func (c *Config) fill() {
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		if s.Model == "" {
+			s.Model = c.Pipeline.DefaultModel
+		}
+		if s.Transport == "" {
+			s.Transport = "tcp"
+		}
+		if s.OpenTimeout.Duration == 0 {
+			s.OpenTimeout.Duration = 10 * time.Second
+		}
+		if s.ReadTimeout.Duration == 0 {
+			s.ReadTimeout.Duration = 10 * time.Second
+		}
+		if s.QueueSize == 0 {
+			s.QueueSize = c.Pipeline.QueueSize
+		}
+	}
+}
+
+// ValidID matches stream ids: they become NATS subject tokens and metric
+// labels, so only [A-Za-z0-9_-], 1 to 64 characters.
+var ValidID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Validate reports every problem, each prefixed by the field it concerns,
+// joined with "; " so the message stays one line.
+func (c *Config) Validate() error {
+	var p problems
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		p.add("log.format", "%q: want console or json", c.Log.Format)
+	}
+	if c.Metrics.Listen != "off" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			p.add("metrics.listen", "%q: want host:port or off", c.Metrics.Listen)
+		}
+	}
+	if c.NATS.URL == "" {
+		if _, _, err := net.SplitHostPort(c.NATS.Listen); err != nil {
+			p.add("nats.listen", "%q: want host:port", c.NATS.Listen)
+		}
+	}
+	if c.NATS.SubjectPrefix == "" || strings.ContainsAny(c.NATS.SubjectPrefix, " .*>\t") {
+		p.add("nats.subject_prefix", "%q: want one subject token (no spaces, dots, * or >)", c.NATS.SubjectPrefix)
+	}
+	if c.Pipeline.QueueSize < 1 {
+		p.add("pipeline.queue_size", "%d: want at least 1", c.Pipeline.QueueSize)
+	}
+	if c.Pipeline.ProgressInterval != nil && c.Pipeline.ProgressInterval.Duration < 0 {
+		p.add("pipeline.progress_interval", "must not be negative")
+	}
+	seenModel := map[string]bool{}
+	for i, m := range c.Models {
+		f := fmt.Sprintf("models[%d]", i)
+		switch {
+		case m.Name == "":
+			p.add(f+".name", "is required")
+		case seenModel[m.Name]:
+			p.add(f+".name", "%q is defined twice", m.Name)
+		}
+		seenModel[m.Name] = true
+		if m.Path == "" {
+			p.add(f+".path", "is required")
+		}
+		if m.Adapter != "" {
+			if _, err := infer.NewAdapter(m.Adapter, 0, 0); err != nil {
+				p.add(f+".adapter", "%v", err)
+			}
+		}
+		if m.ScoreThreshold < 0 || m.ScoreThreshold > 1 {
+			p.add(f+".score_threshold", "%v: want 0..1", m.ScoreThreshold)
+		}
+		if m.IoUThreshold < 0 || m.IoUThreshold > 1 {
+			p.add(f+".iou_threshold", "%v: want 0..1", m.IoUThreshold)
+		}
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Streams {
+		f := fmt.Sprintf("streams[%d]", i)
+		switch {
+		case !ValidID.MatchString(s.ID):
+			p.add(f+".id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", s.ID)
+		case seen[s.ID]:
+			p.add(f+".id", "%q is used twice", s.ID)
+		}
+		seen[s.ID] = true
+		if _, _, err := decode.ParseURL(s.URL); err != nil {
+			p.add(f+".url", "%v", err)
+		}
+		if s.Transport != "tcp" && s.Transport != "udp" {
+			p.add(f+".transport", "%q: want tcp or udp", s.Transport)
+		}
+		if s.QueueSize < 1 {
+			p.add(f+".queue_size", "%d: want at least 1", s.QueueSize)
+		}
+		if s.OpenTimeout.Duration < 0 || s.ReadTimeout.Duration < 0 {
+			p.add(f, "timeouts must not be negative")
+		}
+		if s.DecodeThreads < 0 {
+			p.add(f+".decode_threads", "%d: must not be negative", s.DecodeThreads)
+		}
+		if m, err := c.ResolveModel(s.Model); err != nil {
+			p.add(f+".model", "%v", err)
+		} else if _, err := os.Stat(m.File); err != nil {
+			p.add(f+".model", "model file %s does not exist (run `make setup`, or set infer.models_dir)", m.File)
+		}
+	}
+	return p.err()
+}
+
+// ResolveModel turns a stream's model reference (a configured name, a
+// built-in name or an .onnx path) into a Model whose File is a path.
+func (c *Config) ResolveModel(ref string) (infer.Model, error) {
+	for _, m := range c.Models {
+		if m.Name == ref {
+			return infer.Model{Name: m.Name, File: infer.Model{File: m.Path}.Resolve(c.Infer.ModelsDir),
+				Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold, IoUThreshold: m.IoUThreshold}, nil
+		}
+	}
+	if m, ok := infer.BuiltinModels[ref]; ok {
+		m.File = m.Resolve(c.Infer.ModelsDir)
+		return m, nil
+	}
+	if infer.IsPath(ref) {
+		return infer.Model{Name: strings.TrimSuffix(ref[strings.LastIndexByte(ref, '/')+1:], ".onnx"), File: ref}, nil
+	}
+	return infer.Model{}, fmt.Errorf("unknown model %q (built-in: %s; or define it under models, or give an .onnx path)",
+		ref, strings.Join(infer.BuiltinNames(), ", "))
+}
+
+type problems []string
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
+}
+
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(p, "; "))
+}

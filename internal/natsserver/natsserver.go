@@ -1,0 +1,43 @@
+// Package natsserver starts the embedded NATS server (nats-server/v2) that
+// vigil uses when no external nats.url is configured.
+package natsserver
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Start runs an in-process NATS server listening on listen ("host:port";
+// port 0 picks a free port) and waits up to 10 s for it to accept clients.
+// Shut it down with Shutdown and WaitForShutdown. Errors name the address.
+func Start(listen string) (*server.Server, error) {
+	host, portS, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS listen address %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS listen address %q: bad port: %w", listen, err)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	s, err := server.NewServer(&server.Options{
+		ServerName: "vigil-embedded", Host: host, Port: port,
+		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, fmt.Errorf("embedded NATS did not start listening on %s within 10 s (port in use?)", listen)
+	}
+	return s, nil
+}

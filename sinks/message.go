@@ -1,0 +1,85 @@
+package sinks
+
+import (
+	_ "embed"
+	"time"
+
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// SchemaVersion is the value of Message.Schema for this layout. Adding
+// optional fields keeps it; renaming, removing or changing the meaning of a
+// field bumps it.
+const SchemaVersion = "vigil.detections/v1"
+
+// SchemaJSON is the JSON Schema (draft 2020-12) of Message.
+//
+//go:embed detections.schema.json
+var SchemaJSON []byte
+
+// Message is the wire form of one processed frame. Times are RFC 3339 with
+// nanoseconds in UTC; coordinates are source-frame pixels.
+type Message struct {
+	Schema   string  `json:"schema"`
+	StreamID string  `json:"stream_id"`
+	Seq      uint64  `json:"seq"`
+	PTS      float64 `json:"pts"` // seconds
+	Keyframe bool    `json:"keyframe"`
+	// CaptureTime is when the frame's last packet arrived (Frame.Arrival).
+	CaptureTime time.Time `json:"capture_time"`
+	// PublishTime is when this message was built.
+	PublishTime time.Time            `json:"publish_time"`
+	Width       int                  `json:"width"`  // source pixels
+	Height      int                  `json:"height"` // source pixels
+	Model       string               `json:"model"`
+	Detections  []pipeline.Detection `json:"detections"`
+	LatencyMS   Latency              `json:"latency_ms"`
+}
+
+// Latency is per-stage wall time in milliseconds; see pipeline.StageTimes.
+// Total is CaptureTime to PublishTime.
+type Latency struct {
+	Decode      float64 `json:"decode"`
+	Queue       float64 `json:"queue"`
+	Preprocess  float64 `json:"preprocess"`
+	Infer       float64 `json:"infer"`
+	Postprocess float64 `json:"postprocess"`
+	Publish     float64 `json:"publish"`
+	Total       float64 `json:"total"`
+}
+
+func msec(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// stamp sets r.Published to now and the message-side Publish and Total
+// stage times, and returns the message for r.
+func stamp(r *pipeline.Result) Message {
+	now := time.Now()
+	r.Published = now
+	if !r.Ready.IsZero() {
+		r.Stages.Publish = now.Sub(r.Ready)
+	}
+	r.Stages.Total = now.Sub(r.Capture)
+	dets := r.Detections
+	if dets == nil {
+		dets = []pipeline.Detection{}
+	}
+	st := r.Stages
+	return Message{
+		Schema: SchemaVersion, StreamID: r.StreamID, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe,
+		CaptureTime: r.Capture.UTC(), PublishTime: now.UTC(), Width: r.Width, Height: r.Height,
+		Model: r.Model, Detections: dets,
+		LatencyMS: Latency{
+			Decode: msec(st.Decode), Queue: msec(st.Queue), Preprocess: msec(st.Preprocess), Infer: msec(st.Infer),
+			Postprocess: msec(st.Postprocess), Publish: msec(st.Publish), Total: msec(st.Total),
+		},
+	}
+}
+
+// finish sets the metric-side Publish and Total stage times after the send.
+func finish(r *pipeline.Result) {
+	now := time.Now()
+	if !r.Ready.IsZero() {
+		r.Stages.Publish = now.Sub(r.Ready)
+	}
+	r.Stages.Total = now.Sub(r.Capture)
+}

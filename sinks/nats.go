@@ -1,0 +1,151 @@
+package sinks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// Subject returns the detections subject for a stream:
+// <prefix>.<streamID>.detections. streamID must be a valid subject token
+// (config validation ensures it).
+func Subject(prefix, streamID string) string { return prefix + "." + streamID + ".detections" }
+
+// MsgID returns the Nats-Msg-Id header value, <stream_id>/<seq>, which lets
+// a JetStream stream drop duplicates.
+func MsgID(streamID string, seq uint64) string {
+	return streamID + "/" + strconv.FormatUint(seq, 10)
+}
+
+// NATSOptions configure a NATS sink.
+type NATSOptions struct {
+	// URL is a NATS URL or a comma-separated list of cluster URLs.
+	URL string
+	// Prefix is the first subject token (default "vigil").
+	Prefix string
+	// Name is the client connection name (default "vigil").
+	Name   string
+	Logger *zap.Logger
+}
+
+// NATS publishes results to NATS; it implements pipeline.Sink and is safe
+// for concurrent use by several streams.
+type NATS struct {
+	nc     *nats.Conn
+	prefix string
+	bufs   sync.Pool
+}
+
+var _ pipeline.Sink = (*NATS)(nil)
+
+// DialNATS connects to o.URL, retrying the initial connect for up to 10 s
+// and reconnecting forever afterwards (messages published while
+// disconnected are buffered by the client, up to its 8 MiB reconnect
+// buffer). It returns an error naming the URL if no server answers.
+func DialNATS(o NATSOptions) (*NATS, error) {
+	if o.Prefix == "" {
+		o.Prefix = "vigil"
+	}
+	if o.Name == "" {
+		o.Name = "vigil"
+	}
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var nc *nats.Conn
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		nc, err = nats.Connect(o.URL, nats.Name(o.Name), nats.MaxReconnects(-1),
+			nats.ReconnectWait(time.Second), nats.Timeout(2*time.Second),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", zap.Error(err)) }),
+			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", zap.String("url", c.ConnectedUrlRedacted())) }),
+		)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", o.URL, err)
+	}
+	return &NATS{nc: nc, prefix: o.Prefix}, nil
+}
+
+// Conn returns the underlying connection (for other publishers, e.g. events).
+func (s *NATS) Conn() *nats.Conn { return s.nc }
+
+// Publish implements pipeline.Sink. Errors come from encoding or from the
+// client (closed connection, reconnect buffer full).
+func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
+	m := stamp(r)
+	buf, _ := s.bufs.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	defer s.bufs.Put(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(&m); err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	msg := &nats.Msg{
+		Subject: Subject(s.prefix, r.StreamID),
+		Header:  nats.Header{"Nats-Msg-Id": []string{MsgID(r.StreamID, r.Seq)}},
+		Data:    bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}),
+	}
+	if err := s.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("publishing to %s: %w", msg.Subject, err)
+	}
+	finish(r)
+	return nil
+}
+
+// Close flushes pending messages (up to 5 s) and closes the connection.
+// It is idempotent.
+func (s *NATS) Close() error {
+	if s.nc.IsClosed() {
+		return nil
+	}
+	err := s.nc.FlushTimeout(5 * time.Second)
+	s.nc.Close()
+	if err != nil {
+		return fmt.Errorf("flushing NATS: %w", err)
+	}
+	return nil
+}
+
+// JSONLines writes each result as one JSON line (Message) to W; it
+// implements pipeline.Sink and serialises concurrent calls.
+type JSONLines struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+var _ pipeline.Sink = (*JSONLines)(nil)
+
+// NewJSONLines returns a sink writing to w.
+func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{enc: json.NewEncoder(w)} }
+
+// Publish implements pipeline.Sink; errors come from the writer.
+func (s *JSONLines) Publish(_ context.Context, r *pipeline.Result) error {
+	m := stamp(r)
+	s.mu.Lock()
+	err := s.enc.Encode(&m)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("writing result: %w", err)
+	}
+	finish(r)
+	return nil
+}
