@@ -72,6 +72,7 @@ type Source struct {
 
 	seq       uint64  // next frame sequence number, kept across Runs
 	ptsOffset float64 // added to PTS after each loop
+	opens     int     // successful opens, for logging
 	info      atomic.Pointer[Info]
 }
 
@@ -246,7 +247,11 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		fps = 0
 	}
 	s.info.Store(&Info{Codec: codec.Name(), Width: cp.Width(), Height: cp.Height(), FPS: fps})
-	s.o.Logger.Info("opened", zap.String("url", RedactURL(s.o.URL)), zap.String("codec", codec.Name()),
+	logOpen := s.o.Logger.Info
+	if s.opens++; s.opens > 1 && s.kind == KindFile {
+		logOpen = s.o.Logger.Debug // a looping file reopens every pass
+	}
+	logOpen("opened", zap.String("url", RedactURL(s.o.URL)), zap.String("codec", codec.Name()),
 		zap.Int("width", cp.Width()), zap.Int("height", cp.Height()), zap.Float64("fps", fps))
 
 	d := decoder{

@@ -46,6 +46,26 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive sudo_ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# --- Go toolchain ----------------------------------------------------------------
+# go.mod needs Go >= GO_MIN. Debian 12's golang is 1.19, so when no new enough
+# go is on PATH, the official toolchain module is fetched from the Go module
+# proxy into the cache (scripts/go.sh finds it).
+GO_MIN=$(awk '/^go /{print $2}' "$(dirname "$0")/../go.mod")
+if ! GO=$(bash "$(dirname "$0")/go.sh" 2>/dev/null); then
+  zip="$CACHE/dl/go$GO_MIN.linux-amd64.zip"
+  if [ ! -f "$zip" ]; then
+    log "downloading Go $GO_MIN toolchain from the Go module proxy"
+    proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%,*}"
+    curl -fsSL -o "$zip.tmp" "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_MIN.linux-amd64.zip" && mv "$zip.tmp" "$zip"
+  fi
+  rm -rf "$CACHE/go.tmp" && mkdir -p "$CACHE/go.tmp"
+  (cd "$CACHE/go.tmp" && python3 -c 'import sys,zipfile; zipfile.ZipFile(sys.argv[1]).extractall(".")' "$zip")
+  rm -rf "$CACHE/go" && mv "$CACHE/go.tmp/golang.org/toolchain@v0.0.1-go$GO_MIN.linux-amd64" "$CACHE/go" && rm -rf "$CACHE/go.tmp"
+  chmod +x "$CACHE"/go/bin/* "$CACHE"/go/pkg/tool/*/* 2>/dev/null || true
+  GO=$(bash "$(dirname "$0")/go.sh")
+  log "installed $GO"
+fi
+
 # --- helpers -----------------------------------------------------------------
 # check FILE SHA256: fails loudly on mismatch.
 check() {

@@ -69,7 +69,11 @@ func DialNATS(o NATSOptions) (*NATS, error) {
 	for {
 		nc, err = nats.Connect(o.URL, nats.Name(o.Name), nats.MaxReconnects(-1),
 			nats.ReconnectWait(time.Second), nats.Timeout(2*time.Second),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", zap.Error(err)) }),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil { // nil on a deliberate Close
+					log.Warn("NATS disconnected", zap.Error(err))
+				}
+			}),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", zap.String("url", c.ConnectedUrlRedacted())) }),
 		)
 		if err == nil || time.Now().After(deadline) {

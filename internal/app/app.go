@@ -67,16 +67,26 @@ type engines struct {
 	scs    []*decode.Scaler
 }
 
-func openRuntime(c *config.Config, log *zap.Logger) error {
+func openRuntime(c *config.Config) error {
 	if err := infer.InitRuntime(c.Infer.ORTLibrary); err != nil {
 		return badInput(err)
 	}
-	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()), zap.String("library", c.Infer.ORTLibrary),
-		zap.String("provider", "cpu"))
 	return nil
 }
 
-func (e *engines) get(ref string, log *zap.Logger) (*infer.Engine, error) {
+// logLoaded logs the runtime and each engine once everything opened, so a
+// start-up error is the only line a failed start prints.
+func (e *engines) logLoaded(log *zap.Logger) {
+	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()),
+		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", "cpu"))
+	for _, eng := range e.byName {
+		w, h := eng.InputSize()
+		log.Info("model loaded", zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
+			zap.Int("input_width", w), zap.Int("input_height", h))
+	}
+}
+
+func (e *engines) get(ref string) (*infer.Engine, error) {
 	m, err := e.cfg.ResolveModel(ref)
 	if err != nil {
 		return nil, badInput(err)
@@ -93,9 +103,6 @@ func (e *engines) get(ref string, log *zap.Logger) (*infer.Engine, error) {
 		sc.Close()
 		return nil, badInput(err)
 	}
-	w, h := eng.InputSize()
-	log.Info("model loaded", zap.String("model", m.Name), zap.String("adapter", eng.Adapter()),
-		zap.String("file", m.File), zap.Int("input_width", w), zap.Int("input_height", h))
 	e.byName[m.Name] = eng
 	e.scs = append(e.scs, sc)
 	return eng, nil
@@ -112,15 +119,16 @@ func (e *engines) close() {
 
 // Run is `vigil run`: it serves every configured stream until ctx ends,
 // then stops in order: ingest and inference (RunStream returns after its
-// goroutines), the NATS sink (flush), the embedded server, the engines, and
-// the metrics endpoint last so a final scrape sees the totals. Progress
+// goroutines), the NATS sink (flush, so no published frame is lost), the
+// embedded server, the metrics endpoint, and the engines last (nothing can
+// call them any more). Progress
 // lines go to progress every Pipeline.ProgressInterval. ready, when not nil,
 // is called with the NATS client URL and the metrics address once NATS,
 // the engines and the metrics endpoint are up, just before the streams
 // start (so a subscriber set up in ready sees every frame).
 func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writer, ready func(natsURL, metricsAddr string)) error {
 	decode.SetLogger(log)
-	if err := openRuntime(&c, log); err != nil {
+	if err := openRuntime(&c); err != nil {
 		return err
 	}
 	engs := &engines{byName: map[string]*infer.Engine{}, cfg: &c}
@@ -128,31 +136,11 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	// Open every engine before any stream starts: a bad model is a start-up
 	// error (exit 2), not a failure at the first frame.
 	for _, s := range c.Streams {
-		if _, err := engs.get(s.Model, log); err != nil {
+		if _, err := engs.get(s.Model); err != nil {
 			return fmt.Errorf("streams[%s].model: %w", s.ID, err)
 		}
 	}
-
-	natsURL := c.NATS.URL
-	var ns *server.Server
-	if natsURL == "" {
-		var err error
-		if ns, err = natsserver.Start(c.NATS.Listen); err != nil {
-			return err
-		}
-		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-		natsURL = ns.ClientURL()
-		log.Info("embedded NATS server started", zap.String("url", natsURL))
-	}
-	sink, err := sinks.DialNATS(sinks.NATSOptions{URL: natsURL, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := sink.Close(); err != nil {
-			log.Warn("closing NATS", zap.Error(err))
-		}
-	}()
+	engs.logLoaded(log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -177,6 +165,27 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		log.Info("metrics endpoint", zap.String("url", "http://"+metricsAddr+"/metrics"))
 	}
 
+	natsURL := c.NATS.URL
+	var ns *server.Server
+	if natsURL == "" {
+		var err error
+		if ns, err = natsserver.Start(c.NATS.Listen); err != nil {
+			return err
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		natsURL = ns.ClientURL()
+		log.Info("embedded NATS server started", zap.String("url", natsURL))
+	}
+	sink, err := sinks.DialNATS(sinks.NATSOptions{URL: natsURL, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := sink.Close(); err != nil {
+			log.Warn("closing NATS", zap.Error(err))
+		}
+	}()
+
 	stats := pipeline.NewStats()
 	srcs := make([]*decode.Source, len(c.Streams))
 	for i, s := range c.Streams {
@@ -197,7 +206,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	for i, s := range c.Streams {
 		slog := log.With(zap.String("stream", s.ID))
 		src := srcs[i]
-		eng, _ := engs.get(s.Model, slog) // opened above
+		eng, _ := engs.get(s.Model) // opened above
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

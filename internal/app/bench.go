@@ -64,12 +64,12 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
 	}
 	decode.SetLogger(nil)
-	if err := openRuntime(&c, log); err != nil {
+	if err := openRuntime(&c); err != nil {
 		return r, err
 	}
 	engs := &engines{byName: map[string]*infer.Engine{}, cfg: &c}
 	defer engs.close()
-	eng, err := engs.get(o.Model, log)
+	eng, err := engs.get(o.Model)
 	if err != nil {
 		return r, err
 	}

@@ -47,12 +47,12 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	if err != nil {
 		return badInput(fmt.Errorf("--model: %w", err))
 	}
-	if err := openRuntime(&c, log); err != nil {
+	if err := openRuntime(&c); err != nil {
 		return err
 	}
 	engs := &engines{byName: map[string]*infer.Engine{}, cfg: &c}
 	defer engs.close()
-	eng, err := engs.get(o.Model, log)
+	eng, err := engs.get(o.Model)
 	if err != nil {
 		return fmt.Errorf("--model %s: %w", m.File, err)
 	}

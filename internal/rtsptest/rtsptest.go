@@ -83,6 +83,9 @@ func EncodeH264(t testing.TB, src string, maxFrames int) string {
 	if msg, err := exec.Command(ffmpeg, args...).CombinedOutput(); err != nil {
 		t.Fatalf("rtsptest: ffmpeg %s: %v\n%s", strings.Join(args, " "), err, msg)
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		t.Fatalf("rtsptest: %v", err)
+	}
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		t.Fatalf("rtsptest: %v", err)
 	}
@@ -200,7 +203,7 @@ func (s *Server) launch() error {
 		return err
 	}
 	args := []string{scriptPath(), "--file", s.file, "--path", s.opts.Path,
-		"--port", strconv.Itoa(s.opts.Port)}
+		"--port", strconv.Itoa(s.opts.Port), "--exit-on-stdin-eof"}
 	if s.opts.Loop {
 		args = append(args, "--loop")
 	}
@@ -208,6 +211,11 @@ func (s *Server) launch() error {
 		args = append(args, "--stall-after", strconv.FormatFloat(s.opts.StallAfter.Seconds(), 'f', -1, 64))
 	}
 	cmd := exec.Command(py, args...)
+	// The pipe stays open until Wait; if this process dies without
+	// cleaning up, the server sees EOF on stdin and exits too.
+	if _, err := cmd.StdinPipe(); err != nil {
+		return err
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/internal/assets"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // sample encodes the first n frames of vtest.avi (10 fps).
 func sample(t *testing.T, n int) string {
@@ -78,7 +81,9 @@ func TestStopRestart(t *testing.T) {
 	}
 	check()
 	port, url := srv.Port, srv.URL
+	start := time.Now()
 	srv.Stop()
+	t.Logf("stopped in %v", time.Since(start).Round(time.Millisecond))
 	srv.Stop() // idempotent
 	if got, err := readFrames(t, url, 1, 5*time.Second); err == nil || got > 0 {
 		t.Fatalf("read %d frames from a stopped server (%v)", got, err)

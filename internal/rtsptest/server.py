@@ -6,10 +6,15 @@ Serves an H.264 Annex-B elementary stream (.h264, as written by
 UDP. The factory is shared, so several clients see the same stream.
 
   server.py --file F.h264 [--port N] [--path /stream] [--loop]
-            [--stall-after SECONDS]
+            [--stall-after SECONDS] [--exit-on-stdin-eof]
 
---port 0 picks a free port. Once listening it prints exactly one line,
-"READY rtsp://127.0.0.1:PORT/path", then serves until SIGTERM/SIGINT.
+It listens on 127.0.0.1; --port 0 picks a free port. Once listening it
+prints exactly one line, "READY rtsp://127.0.0.1:PORT/path", then serves
+until SIGTERM/SIGINT (or stdin EOF with --exit-on-stdin-eof), exiting 0.
+It exits 1 when it cannot bind the port.
+
+The file must have no B-frames (PTS is taken from DTS); see EncodeH264 in
+rtsptest.go.
 
 --loop reads the file with multifilesrc loop=true: the bytes simply repeat,
 h264parse keeps interpolating timestamps across the seam and the file starts
@@ -21,6 +26,7 @@ sent (RTCP may still be), but the RTSP session and TCP connection stay open.
 """
 
 import argparse
+import os
 import signal
 import sys
 
@@ -39,6 +45,8 @@ def main():
     ap.add_argument("--loop", action="store_true", help="repeat the file forever")
     ap.add_argument("--stall-after", type=float, default=0,
                     help="stop sending RTP after this many seconds (0: never)")
+    ap.add_argument("--exit-on-stdin-eof", action="store_true",
+                    help="also exit when stdin closes (the parent died)")
     args = ap.parse_args()
     if not args.path.startswith("/"):
         args.path = "/" + args.path
@@ -49,22 +57,28 @@ def main():
         src = 'multifilesrc location="%s" loop=true' % loc
     else:
         src = 'filesrc location="%s"' % loc
-    # The leading "( )" makes gst-rtsp-server wrap it in a bin; config-interval=-1
-    # sends SPS/PPS with every IDR so late joiners can decode.
+    # h264parse config-interval=-1 puts SPS/PPS in every IDR access unit, so
+    # late joiners can decode. (rtph264pay config-interval=-1 would insert them
+    # before every IDR *slice*, which splits multi-slice frames for ffmpeg.)
     launch = ("( %s ! h264parse name=parse config-interval=-1 ! "
               "rtph264pay name=pay0 pt=96 config-interval=0 )" % src)
 
-    factory = GstRtspServer.RTSPMediaFactory()
-    factory.set_launch(launch)
-    factory.set_shared(True)
-
     # h264parse only interpolates DTS for an elementary stream; without B-frames
-    # PTS == DTS, and the payloader and the sink need PTS.
+    # PTS == DTS, and the payloader and the sinks need PTS.
     def set_pts(_pad, info):
         buf = info.get_buffer()
         if buf.pts == Gst.CLOCK_TIME_NONE:
             buf.pts = buf.dts
         return Gst.PadProbeReturn.OK
+
+    # Stalling blocks h264parse's streaming thread in a pad probe: no CPU is
+    # spent, nothing reaches the payloader, and tearing the media down
+    # (pads deactivated) releases the block.
+    def stall(parse):
+        print("rtsptest: stalling the stream now", file=sys.stderr, flush=True)
+        parse.get_static_pad("src").add_probe(
+            Gst.PadProbeType.BLOCK_DOWNSTREAM, lambda _pad, _info: Gst.PadProbeReturn.OK)
+        return GLib.SOURCE_REMOVE
 
     def on_configure(_factory, media):
         parse = media.get_element().get_by_name("parse")
@@ -72,17 +86,10 @@ def main():
         if args.stall_after > 0:
             GLib.timeout_add(int(args.stall_after * 1000), stall, parse)
 
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(launch)
+    factory.set_shared(True)  # one pipeline for all clients
     factory.connect("media-configure", on_configure)
-
-    if args.stall_after > 0:
-        def block(_pad, _info):
-            return Gst.PadProbeReturn.OK  # keep blocking: nothing flows
-
-        def stall(element):
-            print("rtsptest: stalling stream now", file=sys.stderr, flush=True)
-            pad = element.get_static_pad("src")
-            pad.add_probe(Gst.PadProbeType.BLOCK_DOWNSTREAM, block)
-            return GLib.SOURCE_REMOVE
 
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
@@ -100,6 +107,15 @@ def main():
     loop = GLib.MainLoop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, loop.quit)
+    if args.exit_on_stdin_eof:
+        def on_stdin(fd, _cond):
+            if os.read(fd, 4096):
+                return GLib.SOURCE_CONTINUE
+            loop.quit()
+            return GLib.SOURCE_REMOVE
+
+        GLib.unix_fd_add_full(GLib.PRIORITY_DEFAULT, sys.stdin.fileno(),
+                              GLib.IOCondition.IN | GLib.IOCondition.HUP, on_stdin)
 
     print("READY rtsp://127.0.0.1:%d%s" % (server.get_bound_port(), args.path),
           flush=True)

@@ -1,0 +1,36 @@
+# vigil's Makefile is a menu: CI calls `make test` unchanged (.ci/run).
+#   make run     install what is missing, build, run the demo (configs/demo.yaml)
+#   make test    install what is missing, vet, run every test with -race
+#   make setup   only install (Debian packages, Go if needed, ONNX Runtime, models, media)
+#   make build   only build bin/vigil
+#   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
+SHELL := /bin/bash
+GO = $(shell bash scripts/go.sh)
+BIN := bin/vigil
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: setup build run test bench check-config clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/vigil
+
+run: build
+	./$(BIN) run --config configs/demo.yaml
+
+# -p 1 keeps package test binaries from competing for the 2 CPUs of CI
+# machines; -race everywhere, as required.
+test: setup
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
+
+bench: build
+	./$(BIN) bench
+
+check-config: build
+	@for f in configs/*.yaml; do ./$(BIN) check-config $$f || exit 1; done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/internal/testenv"
+)
+
+// vigil runs the command in-process and returns its exit status and output.
+func vigil(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	rc := run(args, &out, &errb)
+	return rc, out.String(), errb.String()
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "vigil.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+// Bad input: exit status 2 and exactly one line on stderr naming the problem.
+func TestBadInput(t *testing.T) {
+	megamind := testenv.Media(t, "Megamind.avi")
+	front := testenv.Model(t, "face_detection_front_128x128_barracuda.onnx")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown config key", []string{"run", "--config", writeConfig(t, "streams:\n  - id: a\n    url: "+megamind+"\n    bogus: 1\n")},
+			[]string{`line 4: unknown key "bogus" in streams[]`}},
+		{"unknown top-level key", []string{"check-config", writeConfig(t, "metric: {listen: x}\n")},
+			[]string{`unknown key "metric" in top level`}},
+		{"missing model file in config", []string{"run", "--config", writeConfig(t,
+			"models:\n  - {name: m, path: /nonexistent/model.onnx}\nstreams:\n  - {id: a, url: "+megamind+", model: m}\n")},
+			[]string{"streams[0].model", "/nonexistent/model.onnx does not exist"}},
+		{"missing model file in detect", []string{"detect", "--model", "/nonexistent/model.onnx", megamind},
+			[]string{"/nonexistent/model.onnx", "no such file"}},
+		{"unsupported URL scheme in config", []string{"run", "--config", writeConfig(t, "streams:\n  - {id: a, url: \"ftp://u:pw@cam/x\"}\n")},
+			[]string{"streams[0].url", `unsupported URL scheme "ftp"`}},
+		{"unsupported URL scheme in detect", []string{"detect", "gopher://cam/x"},
+			[]string{`unsupported URL scheme "gopher"`}},
+		{"model shape does not fit adapter", []string{"run", "--config", writeConfig(t,
+			"models:\n  - {name: wrong, path: "+front+", adapter: yolox}\nstreams:\n  - {id: a, url: "+megamind+", model: wrong}\n")},
+			[]string{"does not fit adapter yolox", `"input:0" [1 128 128 3]`}},
+		{"bad stream id", []string{"check-config", writeConfig(t, "streams:\n  - {id: \"a.b\", url: "+megamind+"}\n")},
+			[]string{"streams[0].id", `"a.b"`}},
+		{"unknown flag", []string{"detect", "--frames", "3", megamind}, []string{"flag provided but not defined: -frames"}},
+		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			rc, _, stderr := vigil(tc.args...)
+			require.Equal(t, 2, rc, "stderr: %s", stderr)
+			require.Less(t, time.Since(start), 10*time.Second, "caught at start")
+			first := strings.SplitN(stderr, "\n", 2)[0]
+			for _, w := range tc.want {
+				require.Contains(t, first, w)
+			}
+			if !strings.Contains(tc.name, "flag") && !strings.Contains(tc.name, "command") {
+				require.Equal(t, 1, strings.Count(strings.TrimRight(stderr, "\n"), "\n")+1, "one line: %q", stderr)
+			}
+			require.NotContains(t, stderr, "pw@", "credentials are redacted")
+		})
+	}
+}
+
+func TestCheckConfigShippedConfigs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "configs", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		rc, out, stderr := vigil("check-config", f)
+		require.Equal(t, 0, rc, "%s: %s", f, stderr)
+		require.Contains(t, out, "ok")
+	}
+}
+
+func TestDetectMaxFrames(t *testing.T) {
+	rc, out, stderr := vigil("detect", "--max-frames", "5", testenv.Media(t, "Megamind.avi"))
+	require.Equal(t, 0, rc, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5)
+	for i, l := range lines {
+		require.Contains(t, l, fmt.Sprintf(`"seq":%d,`, i))
+		require.Contains(t, l, `"schema":"vigil.detections/v1"`)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	rc, out, _ := vigil("help")
+	require.Equal(t, 0, rc)
+	for _, c := range []string{"run", "detect", "tail", "bench", "check-config", "version"} {
+		require.Contains(t, out, "vigil "+c)
+	}
+	rc, out, _ = vigil("version")
+	require.Equal(t, 0, rc)
+	require.Contains(t, out, "vigil ")
+	rc, _, stderr := vigil("detect", "--help")
+	require.Equal(t, 0, rc)
+	require.Contains(t, stderr, "-max-frames")
+}
+
+// The real binary: `vigil run` serves, `vigil tail` reads, /metrics answers,
+// and SIGTERM stops it cleanly with status 0.
+func TestBinaryRunTailMetrics(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "vigil")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	cfg := writeConfig(t, `
+metrics: {listen: "127.0.0.1:0"}
+nats: {listen: "127.0.0.1:0"}
+pipeline: {progress_interval: 1s}
+streams:
+  - {id: cam1, url: `+testenv.Media(t, "Megamind.avi")+`, realtime: true, loop: true}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfg)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var natsURL, metricsURL string
+	var log []string
+	reNATS := regexp.MustCompile(`watch with: vigil tail --nats (\S+)`)
+	reMetrics := regexp.MustCompile(`"url": "(http://[^"]+/metrics)"`)
+	sawProgress := false
+	for natsURL == "" || metricsURL == "" || !sawProgress {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "vigil exited early:\n%s", strings.Join(log, "\n"))
+			log = append(log, l)
+			if m := reNATS.FindStringSubmatch(l); m != nil {
+				natsURL = m[1]
+			}
+			if m := reMetrics.FindStringSubmatch(l); m != nil {
+				metricsURL = m[1]
+			}
+			sawProgress = sawProgress || (strings.HasPrefix(l, "cam1 ") && strings.Contains(l, "fps"))
+		case <-ctx.Done():
+			t.Fatalf("no ready line:\n%s", strings.Join(log, "\n"))
+		}
+	}
+	rc, out, errOut := vigil("tail", "--nats", natsURL, "--stream", "cam1", "--count", "3")
+	require.Equal(t, 0, rc, errOut)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 3)
+	require.Contains(t, out, "cam1")
+
+	resp, err := http.Get(metricsURL)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(body), `vigil_frames_processed_total{stream="cam1"}`)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	go func() {
+		for range lines {
+		}
+	}()
+	require.NoError(t, cmd.Wait(), "clean exit on SIGTERM")
+}
