@@ -1,0 +1,83 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse([]byte(""), "empty.yaml")
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:4222", c.NATS.Listen)
+	require.Equal(t, "vigil", c.NATS.SubjectPrefix)
+	require.Equal(t, 4, c.Pipeline.QueueSize)
+	require.Equal(t, 5*time.Second, c.Pipeline.ProgressInterval.Duration)
+}
+
+func TestStreamDefaultsAndExpansion(t *testing.T) {
+	t.Setenv("VIGIL_TEST_HOST", "cam7")
+	c, err := Parse([]byte(`
+infer: {models_dir: /tmp}
+models: [{name: m, path: /dev/null}]
+streams:
+  - {id: a, url: "rtsp://${VIGIL_TEST_HOST}/s", model: m}
+`), "x.yaml")
+	require.NoError(t, err)
+	s := c.Streams[0]
+	require.Equal(t, "rtsp://cam7/s", s.URL)
+	require.Equal(t, "tcp", s.Transport)
+	require.Equal(t, 10*time.Second, s.OpenTimeout.Duration)
+	require.Equal(t, 4, s.QueueSize)
+}
+
+// Every problem is reported, each naming its field, on one line.
+func TestValidateNamesFields(t *testing.T) {
+	_, err := Parse([]byte(`
+log: {level: loud}
+metrics: {listen: nowhere}
+pipeline: {queue_size: 0}
+models: [{name: m, path: /dev/null, adapter: ssd}]
+streams:
+  - {id: "bad id", url: "ftp://x/y", transport: sctp, model: nope}
+  - {id: ok, url: /x.avi, model: m, open_timeout: 1s}
+  - {id: ok, url: /x.avi, model: m}
+`), "bad.yaml")
+	require.Error(t, err)
+	msg := err.Error()
+	require.NotContains(t, msg, "\n")
+	for _, want := range []string{
+		"bad.yaml: ", "log.level", "metrics.listen", "pipeline.queue_size", "models[0].adapter",
+		"streams[0].id", "streams[0].url", "streams[0].transport", `streams[0].model: unknown model "nope"`,
+		`streams[2].id: "ok" is used twice`,
+	} {
+		require.Contains(t, msg, want)
+	}
+}
+
+func TestUnknownKeysAndBadValues(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"nats: {urll: x}\n", `line 1: unknown key "urll" in nats`},
+		{"streams:\n  - id: a\n    loop: sometimes\n", "line 3"},
+		{"streams:\n  - {id: a, url: /x, read_timeout: soon}\n", `"soon" is not a duration`},
+		{"streams: [\n", "did not find expected node content"},
+	} {
+		_, err := Parse([]byte(tc.yaml), "c.yaml")
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), tc.want)
+		require.True(t, strings.HasPrefix(err.Error(), "c.yaml: "))
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("streams:\n  - {id: a, url: /x.avi}\n"))
+	f.Add([]byte("nats: {url: nats://h:4222}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "fuzz.yaml")
+		if err == nil {
+			require.NoError(t, c.Validate(), "a parsed config is valid")
+		}
+	})
+}
