@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,6 +57,20 @@ func TestMegamindFrames(t *testing.T) {
 	}
 	// 270 frames at 2997/125 fps: the last PTS is 269 * 125/2997 s.
 	require.InDelta(t, 269*125.0/2997, frames[269].PTS, 1e-3)
+}
+
+// An http:// source: a real HTTP server (net/http/httptest) serving the file.
+func TestHTTPSource(t *testing.T) {
+	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(testenv.Media(t, "Megamind.avi")))))
+	defer srv.Close()
+	src, err := decode.New(decode.Options{URL: srv.URL + "/Megamind.avi"})
+	require.NoError(t, err)
+	require.True(t, src.Live())
+	n := 0
+	err = src.Run(context.Background(), func(f *pipeline.Frame) { f.Image.Release(); n++ })
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, 270, n)
+	require.Equal(t, "mpeg4", src.Info().Codec)
 }
 
 // tree.avi has 68 coded frames at irregular gaps in 444 nominal slots: a
