@@ -153,7 +153,8 @@ func Start(t testing.TB, file string, opts Options) *Server {
 
 // Restart stops the server if it is running and starts it again on the same
 // port and path, retrying for up to 5 s while the port cannot be bound. It
-// fails t when the server does not come back.
+// fails t when the server does not come back. The server's log still goes to
+// the test given to Start, which must outlive it.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Stop()
