@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -187,7 +188,7 @@ func TestOpenTimeoutSilentServer(t *testing.T) {
 			const timeout = 1500 * time.Millisecond
 			start := time.Now()
 			_, _, _, err := collect(t, context.Background(), decode.Options{
-				URL: scheme + "://user:hunter2@" + ln.Addr().String() + "/stream", OpenTimeout: timeout, ReadTimeout: 30 * time.Second,
+				URL: scheme + "://user:hunter2@" + ln.Addr().String() + "/stream", OpenTimeout: timeout, StallTimeout: 30 * time.Second,
 			})
 			el := time.Since(start)
 			require.ErrorIs(t, err, decode.ErrTimeout)
@@ -274,4 +275,56 @@ func TestScalerResize(t *testing.T) {
 		differ = differ || rgb[i] != rgb[i+2]
 	}
 	require.True(t, differ, "a colour photo has R != B somewhere")
+}
+
+// A real RTSP server that keeps the session open but stops sending RTP: the
+// read must fail with ErrTimeout about StallTimeout after the last frame.
+// (FFmpeg 5.1's own socket timeout fires late or never here.)
+func TestRTSPSilentStall(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 100)
+	srv := rtsptest.Start(t, file, rtsptest.Options{StallAfter: 4 * time.Second, Loop: true})
+	src, err := decode.New(decode.Options{URL: srv.URL, StallTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	var times []time.Time
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = src.Run(ctx, func(f *pipeline.Frame) { f.Image.Release(); times = append(times, time.Now()) })
+	end := time.Now()
+	require.ErrorIs(t, err, decode.ErrTimeout)
+	require.NoError(t, ctx.Err())
+	require.NotEmpty(t, times)
+	// The stall starts after the last frame that is not followed within
+	// 1 s by another (the demuxer may flush a few queued packets once it is
+	// interrupted, so frames can trail the timeout itself).
+	stallStart := times[len(times)-1]
+	for i := 0; i+1 < len(times); i++ {
+		if times[i+1].Sub(times[i]) > time.Second {
+			stallStart = times[i]
+			break
+		}
+	}
+	stall := end.Sub(stallStart)
+	require.GreaterOrEqual(t, stall, 2*time.Second)
+	require.Less(t, stall, 3*time.Second, "bounded by StallTimeout (+ watchdog tick)")
+}
+
+// A raw H.264 elementary stream has no timestamps: frames still come out in
+// order with increasing PTS, and realtime pacing still applies (nominal
+// 25 fps from the stream's frame rate).
+func TestRawH264NoPTSPaced(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 30)
+	src, err := decode.New(decode.Options{URL: file, Realtime: true})
+	require.NoError(t, err)
+	var pts []float64
+	start := time.Now()
+	err = src.Run(context.Background(), func(f *pipeline.Frame) { f.Image.Release(); pts = append(pts, f.PTS) })
+	el := time.Since(start)
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, pts, 30)
+	for i := 1; i < len(pts); i++ {
+		require.Greater(t, pts[i], pts[i-1])
+	}
+	fps := src.Info().FPS
+	require.Positive(t, fps)
+	require.Greater(t, el.Seconds(), 28/fps*0.9, "paced at %.1f fps", fps)
 }

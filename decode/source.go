@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +17,9 @@ import (
 
 // Errors returned (wrapped) by Source.Run; test with errors.Is.
 var (
-	// ErrTimeout: opening the input took longer than Options.OpenTimeout, or
-	// no packet arrived within Options.ReadTimeout (a stalled stream).
+	// ErrTimeout: opening the input and decoding its first frame took
+	// longer than Options.OpenTimeout, or no packet arrived within
+	// Options.StallTimeout afterwards (a stalled stream).
 	ErrTimeout = errors.New("timed out")
 	// ErrNoVideo: the input has no video stream.
 	ErrNoVideo = errors.New("no video stream")
@@ -28,6 +28,12 @@ var (
 	// ErrTruncated: a file ended well before the duration its container
 	// announces, i.e. it was cut short.
 	ErrTruncated = errors.New("input truncated")
+)
+
+// Defaults for Options.
+const (
+	DefaultOpenTimeout  = 60 * time.Second
+	DefaultStallTimeout = 10 * time.Second
 )
 
 // Options configure a Source. Zero values take the documented defaults.
@@ -43,12 +49,17 @@ type Options struct {
 	Realtime bool
 	// Loop restarts a file at its end; PTS keeps increasing across loops.
 	Loop bool
-	// OpenTimeout bounds opening the input and probing its streams
-	// (avformat_open_input + avformat_find_stream_info); default 10 s.
+	// OpenTimeout bounds everything up to the first decoded frame: opening
+	// the input, probing its streams (avformat_open_input +
+	// avformat_find_stream_info) and reading until a frame comes out; default
+	// 60 s, so a camera that takes 40 s to send its first frame is not cut
+	// off.
 	OpenTimeout time.Duration
-	// ReadTimeout bounds the wait for one packet (av_read_frame); default
-	// 10 s. A stream that stalls for longer fails with ErrTimeout.
-	ReadTimeout time.Duration
+	// StallTimeout bounds the wait for one packet (av_read_frame) once
+	// frames flow; default 10 s. A stream that stalls for longer fails with
+	// ErrTimeout. FFmpeg's own socket timeouts are not used: in FFmpeg 5.1
+	// they fire late or never on RTSP; the watchdog enforces this one.
+	StallTimeout time.Duration
 	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose.
 	Threads int
 	// Logger defaults to a no-op logger.
@@ -94,10 +105,10 @@ func New(o Options) (*Source, error) {
 		return nil, fmt.Errorf("transport %q: want tcp or udp", o.Transport)
 	}
 	if o.OpenTimeout <= 0 {
-		o.OpenTimeout = 10 * time.Second
+		o.OpenTimeout = DefaultOpenTimeout
 	}
-	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = 10 * time.Second
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -169,6 +180,7 @@ func startWatchdog(ctx context.Context, intr astiav.IOInterrupter) *watchdog {
 }
 
 func (w *watchdog) arm(d time.Duration) { w.deadline.Store(time.Now().Add(d).UnixNano()) }
+func (w *watchdog) armAt(t time.Time)   { w.deadline.Store(t.UnixNano()) }
 func (w *watchdog) disarm()             { w.deadline.Store(0) }
 func (w *watchdog) close()              { close(w.stop); <-w.done }
 
@@ -201,16 +213,18 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 
 	opts := astiav.NewDictionary()
 	defer opts.Free()
-	switch s.kind {
-	case KindRTSP:
+	if s.kind == KindRTSP {
 		_ = opts.Set("rtsp_transport", s.o.Transport, 0)
-		// Socket I/O timeout in µs; the watchdog is the backstop.
-		_ = opts.Set("timeout", strconv.FormatInt(s.o.ReadTimeout.Microseconds(), 10), 0)
-	case KindHTTP:
-		_ = opts.Set("rw_timeout", strconv.FormatInt(s.o.ReadTimeout.Microseconds(), 10), 0)
+	}
+	if s.kind != KindFile {
+		// FFmpeg probes up to 5 s of a stream by default before the first
+		// frame; 1 s is enough to find an H.264/HEVC camera's parameters
+		// and cuts the start (and every reconnect) by ~4 s.
+		_ = opts.Set("analyzeduration", "1000000", 0)
 	}
 
-	wd.arm(s.o.OpenTimeout)
+	openDeadline := time.Now().Add(s.o.OpenTimeout)
+	wd.armAt(openDeadline)
 	if err := fc.OpenInput(s.path, nil, opts); err != nil {
 		fc.Free() // avformat_open_input freed and nulled the context; Free(NULL) is a no-op
 		return 0, wd.ffErr(ctx, "open", err, s.o.OpenTimeout)
@@ -219,7 +233,6 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	if err := fc.FindStreamInfo(nil); err != nil {
 		return 0, wd.ffErr(ctx, "probe streams", err, s.o.OpenTimeout)
 	}
-	wd.disarm()
 
 	st := bestVideoStream(fc)
 	if st == nil {
@@ -267,20 +280,33 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	var pace pacer
 	var decodeErrs int
 	for {
-		wd.arm(s.o.ReadTimeout)
+		// Until the first frame the open deadline still runs; then each
+		// packet must come within the stall timeout.
+		limit := s.o.StallTimeout
+		if d.frames == 0 {
+			wd.armAt(openDeadline)
+			limit = s.o.OpenTimeout
+		} else {
+			wd.arm(s.o.StallTimeout)
+		}
 		err := fc.ReadFrame(d.pkt)
 		wd.disarm()
 		if errors.Is(err, astiav.ErrEof) {
 			break
 		}
 		if err != nil {
-			return 0, wd.ffErr(ctx, "read", err, s.o.ReadTimeout)
+			step := "read"
+			if d.frames == 0 {
+				step = "waiting for the first frame"
+			}
+			return 0, wd.ffErr(ctx, step, err, limit)
 		}
 		if d.pkt.StreamIndex() != st.Index() {
 			d.pkt.Unref()
 			continue
 		}
 		d.lastCorrupt = d.pkt.Flags().Has(astiav.PacketFlagCorrupt)
+		d.pkts++
 		if s.o.Realtime && s.kind == KindFile {
 			if err := pace.wait(ctx, d.pktTime()); err != nil {
 				d.pkt.Unref()
@@ -345,6 +371,7 @@ type decoder struct {
 	frameDur float64 // seconds, 0 when unknown
 	pkt      *astiav.Packet
 	frame    *astiav.Frame
+	pkts     int // video packets read
 	frames   int
 	lastPTS  float64
 	firstPTS float64
@@ -353,12 +380,18 @@ type decoder struct {
 	lastCorrupt bool
 }
 
+// pktTime is the current packet's DTS (else PTS) in seconds; for streams
+// without timestamps (a raw H.264 elementary stream) it counts packets at
+// the nominal frame rate, so that such files are still paced.
 func (d *decoder) pktTime() float64 {
 	ts := d.pkt.Dts()
 	if ts == astiav.NoPtsValue {
 		ts = d.pkt.Pts()
 	}
 	if ts == astiav.NoPtsValue {
+		if d.frameDur > 0 {
+			return float64(d.pkts-1) * d.frameDur
+		}
 		return math.NaN()
 	}
 	return float64(ts) * d.tb

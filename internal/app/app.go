@@ -191,7 +191,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	for i, s := range c.Streams {
 		src, err := decode.New(decode.Options{
 			URL: s.URL, StreamID: s.ID, Transport: s.Transport, Realtime: s.Realtime, Loop: s.Loop,
-			OpenTimeout: s.OpenTimeout.Duration, ReadTimeout: s.ReadTimeout.Duration,
+			OpenTimeout: s.OpenTimeout.Duration, StallTimeout: s.StallTimeout.Duration,
 			Threads: s.DecodeThreads, Logger: log.With(zap.String("stream", s.ID)),
 		})
 		if err != nil {

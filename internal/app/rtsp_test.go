@@ -32,7 +32,7 @@ metrics: {listen: "off"}
 nats: {listen: "127.0.0.1:0"}
 pipeline: {progress_interval: 0s}
 streams:
-  - {id: street, url: "` + srv.URL + `", transport: tcp, model: blazeface, open_timeout: 10s, read_timeout: 5s}
+  - {id: street, url: "` + srv.URL + `", transport: tcp, model: blazeface, open_timeout: 10s, stall_timeout: 5s}
 `
 	c, err := config.Parse([]byte(cfg), "rtsp.yaml")
 	require.NoError(t, err)

@@ -107,9 +107,10 @@ type Stream struct {
 	// Realtime paces a file at its native rate; Loop restarts it.
 	Realtime bool `yaml:"realtime"`
 	Loop     bool `yaml:"loop"`
-	// OpenTimeout (default 10s) and ReadTimeout (default 10s).
-	OpenTimeout Duration `yaml:"open_timeout"`
-	ReadTimeout Duration `yaml:"read_timeout"`
+	// OpenTimeout bounds opening up to the first frame (default 60s);
+	// StallTimeout bounds the wait for each packet after it (default 10s).
+	OpenTimeout  Duration `yaml:"open_timeout"`
+	StallTimeout Duration `yaml:"stall_timeout"`
 	// QueueSize overrides pipeline.queue_size.
 	QueueSize int `yaml:"queue_size"`
 	// DecodeThreads is FFmpeg's thread count (0: FFmpeg chooses).
@@ -222,10 +223,10 @@ func (c *Config) fill() {
 			s.Transport = "tcp"
 		}
 		if s.OpenTimeout.Duration == 0 {
-			s.OpenTimeout.Duration = 10 * time.Second
+			s.OpenTimeout.Duration = decode.DefaultOpenTimeout
 		}
-		if s.ReadTimeout.Duration == 0 {
-			s.ReadTimeout.Duration = 10 * time.Second
+		if s.StallTimeout.Duration == 0 {
+			s.StallTimeout.Duration = decode.DefaultStallTimeout
 		}
 		if s.QueueSize == 0 {
 			s.QueueSize = c.Pipeline.QueueSize
@@ -314,7 +315,7 @@ func (c *Config) Validate() error {
 		if s.QueueSize < 1 {
 			p.add(f+".queue_size", "%d: want at least 1", s.QueueSize)
 		}
-		if s.OpenTimeout.Duration < 0 || s.ReadTimeout.Duration < 0 {
+		if s.OpenTimeout.Duration < 0 || s.StallTimeout.Duration < 0 {
 			p.add(f, "timeouts must not be negative")
 		}
 		if s.DecodeThreads < 0 {

@@ -29,7 +29,7 @@ streams:
 	s := c.Streams[0]
 	require.Equal(t, "rtsp://cam7/s", s.URL)
 	require.Equal(t, "tcp", s.Transport)
-	require.Equal(t, 10*time.Second, s.OpenTimeout.Duration)
+	require.Equal(t, 60*time.Second, s.OpenTimeout.Duration)
 	require.Equal(t, 4, s.QueueSize)
 }
 
@@ -61,7 +61,7 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"nats: {urll: x}\n", `line 1: unknown key "urll" in nats`},
 		{"streams:\n  - id: a\n    loop: sometimes\n", "line 3"},
-		{"streams:\n  - {id: a, url: /x, read_timeout: soon}\n", `"soon" is not a duration`},
+		{"streams:\n  - {id: a, url: /x, stall_timeout: soon}\n", `"soon" is not a duration`},
 		{"streams: [\n", "did not find expected node content"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "c.yaml")
