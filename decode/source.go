@@ -120,6 +120,14 @@ func New(o Options) (*Source, error) {
 // a supervisor should reopen when it ends.
 func (s *Source) Live() bool { return s.kind != KindFile }
 
+// Codec returns the decoder name of the last successful open ("" before).
+func (s *Source) Codec() string {
+	if i := s.info.Load(); i != nil {
+		return i.Codec
+	}
+	return ""
+}
+
 // Info returns the video stream of the last successful open, or nil.
 func (s *Source) Info() *Info { return s.info.Load() }
 

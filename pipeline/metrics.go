@@ -19,10 +19,13 @@ const (
 	DropInferError DropReason = "infer_error"
 	// DropPublishError: the sink could not deliver the result.
 	DropPublishError DropReason = "publish_error"
+	// DropRateLimit: the frame came sooner than the stream's fps_limit allows.
+	DropRateLimit DropReason = "rate_limit"
 )
 
 // Stage names, used as the "stage" metric label.
 const (
+	StageIngest      = "ingest"
 	StageDecode      = "decode"
 	StageQueue       = "queue"
 	StagePreprocess  = "preprocess"

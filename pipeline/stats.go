@@ -65,6 +65,13 @@ func (s *Stats) addOut(id string, total time.Duration, dets int) {
 	s.mu.Unlock()
 }
 
+// Remove forgets a stream (it was removed or disabled).
+func (s *Stats) Remove(id string) {
+	s.mu.Lock()
+	delete(s.streams, id)
+	s.mu.Unlock()
+}
+
 // StreamSnapshot is one stream's numbers over one interval.
 type StreamSnapshot struct {
 	ID string

@@ -24,6 +24,9 @@ type StreamConfig struct {
 	// Live sources (cameras, network URLs) are reopened after they end or
 	// fail, with capped exponential backoff plus jitter; files are not.
 	Live bool
+	// FPSLimit, when positive, drops frames (reason rate_limit) that come
+	// less than 1/FPSLimit seconds of PTS after the last frame let through.
+	FPSLimit float64
 	// Lossless makes the source wait for room in the queue instead of
 	// dropping the oldest frame: for offline processing of files, where
 	// every frame must be processed and latency does not matter.
@@ -38,13 +41,23 @@ type StreamConfig struct {
 	Metrics *Metrics
 	// Stats, when set, receives the numbers for the progress line.
 	Stats *Stats
+	// Status, when set, tracks the stream's state and live numbers.
+	Status *Status
+	// OnEvent, when set, is called on every state change, from the
+	// stream's ingest goroutine; it must not block for long.
+	OnEvent func(Event)
 }
 
+// codecNamer is implemented by sources that know their codec (decode).
+type codecNamer interface{ Codec() string }
+
 // RunStream runs one stream until its source ends (a non-looping file:
-// returns nil), fails for good (a non-live source's error is returned) or
-// ctx is cancelled (returns nil). Frames already queued when the source ends
-// are still processed; on cancellation they are released unprocessed.
-// Every goroutine it starts has returned when it returns.
+// returns nil), fails for good (a non-live source's error, or a panic in
+// the source, engine or sink, is returned as the stream's failure) or ctx
+// is cancelled (returns nil). Frames already queued when the source ends are
+// still processed; on cancellation they are released unprocessed. Every
+// goroutine it starts has returned when it returns. State changes go to
+// c.Status and c.OnEvent.
 func RunStream(ctx context.Context, c StreamConfig) error {
 	if c.Source == nil || c.Engine == nil || c.Sink == nil {
 		return fmt.Errorf("pipeline: stream %q: source, engine and sink are required", c.ID)
@@ -64,44 +77,101 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
 	}
-	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger}
+	if c.Status == nil {
+		c.Status = NewStatus(StateStarting)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger, ctx: ctx}
+	if cn, ok := c.Source.(codecNamer); ok {
+		s.codec = cn.Codec
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				cancel(recovered(r)) // the worker failed: stop this stream
+			}
+		}()
 		s.work(ctx)
 	}()
-	s.ctx = ctx
 	err := s.ingest(ctx)
 	s.q.Close()
 	wg.Wait()
 	for _, f := range s.q.Drain() { // left over after cancellation
 		f.Image.Release()
 	}
+	var pe *PanicError
+	if cause := context.Cause(ctx); errors.As(cause, &pe) {
+		err = pe
+	}
+	switch {
+	case err != nil:
+		if errors.As(err, &pe) {
+			s.log.Error("stream panicked", zap.Any("panic", pe.Value), zap.String("stack", pe.Stack))
+		}
+		s.transition(StateFailed, err.Error(), 0)
+	case s.ended:
+		s.transition(StateStopped, "end of input", 0)
+	default:
+		s.transition(StateStopped, "stopped", 0)
+	}
 	return err
 }
 
 type stream struct {
-	c   StreamConfig
-	q   *Queue
-	m   *streamMetrics
-	log *zap.Logger
-	got bool // the current connection delivered a frame (ingest goroutine only)
-	ctx context.Context
+	c     StreamConfig
+	q     *Queue
+	m     *streamMetrics
+	log   *zap.Logger
+	ctx   context.Context
+	codec func() string
+	got   bool // the current connection delivered a frame (ingest goroutine only)
+	ended bool // a non-live source reached its end
+	// limitPTS is the PTS of the last frame let through by FPSLimit.
+	limitPTS    float64
+	hasLimitPTS bool
+}
+
+func (s *stream) transition(st State, reason string, attempt int) {
+	if !s.c.Status.set(st, reason) && st != StateReconnecting {
+		return
+	}
+	if s.c.OnEvent != nil {
+		s.c.OnEvent(Event{StreamID: s.c.ID, Type: st, Time: time.Now(), Reason: reason, Attempt: attempt})
+	}
+}
+
+// runSource runs the source once, turning a panic into a PanicError.
+func (s *stream) runSource(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered(r)
+		}
+	}()
+	return s.c.Source.Run(ctx, s.emit)
 }
 
 // ingest runs the source, reconnecting live sources, until it is done.
 func (s *stream) ingest(ctx context.Context) error {
 	delay := s.c.BackoffInitial
+	s.transition(StateStarting, "", 1)
 	for attempt := 1; ; attempt++ {
 		s.got = false
-		err := s.c.Source.Run(ctx, s.emit)
+		err := s.runSource(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			return pe
 		}
 		if !s.c.Live {
 			if errors.Is(err, io.EOF) || err == nil {
 				s.log.Info("source ended")
+				s.ended = true
 				return nil
 			}
 			return err
@@ -109,9 +179,13 @@ func (s *stream) ingest(ctx context.Context) error {
 		if s.got {
 			delay, attempt = s.c.BackoffInitial, 1
 		}
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("stream ended")
+		}
 		// Full jitter on the upper half: [delay/2, delay).
 		wait := delay/2 + rand.N(delay/2+1)
 		s.log.Warn("source stopped; reconnecting", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("in", wait))
+		s.transition(StateReconnecting, err.Error(), attempt)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -123,10 +197,28 @@ func (s *stream) ingest(ctx context.Context) error {
 
 // emit is the Source's callback: count, then enqueue without blocking.
 func (s *stream) emit(f *Frame) {
-	s.got = true
+	codec := ""
+	if !s.got {
+		s.got = true
+		if s.codec != nil {
+			codec = s.codec()
+		}
+		s.transition(StateRunning, "", 0)
+	}
+	s.c.Status.frameIn(f, codec)
 	s.m.decoded.Inc()
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)
+	}
+	if s.c.FPSLimit > 0 {
+		// 1 % slack so that a 30 fps source under a 30 fps cap is not
+		// thinned by timestamp jitter.
+		if s.hasLimitPTS && f.PTS-s.limitPTS < 0.99/s.c.FPSLimit && f.PTS >= s.limitPTS {
+			f.Image.Release()
+			s.dropped(StageIngest, DropRateLimit)
+			return
+		}
+		s.limitPTS, s.hasLimitPTS = f.PTS, true
 	}
 	if s.c.Lossless {
 		if !s.q.PushWait(s.ctx, f) {
@@ -181,6 +273,7 @@ func (s *stream) work(ctx context.Context) {
 			continue
 		}
 		s.m.processed.Inc()
+		s.c.Status.frameOut(res.Published)
 		s.m.detections.Add(float64(len(dets)))
 		s.m.observe(&res.Stages)
 		if s.c.Stats != nil {

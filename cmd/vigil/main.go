@@ -157,8 +157,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signalContext(stderr, 15*time.Second)
 	defer stop()
-	return app.Run(ctx, c, log, stderr, func(natsURL, metricsAddr string) {
-		fmt.Fprintf(stderr, "vigil: running %d stream(s); NATS %s; watch with: vigil tail --nats %s\n", len(c.Streams), natsURL, natsURL)
+	return app.Run(ctx, c, log, stderr, func(ep app.Endpoints) {
+		fmt.Fprintf(stderr, "vigil: ready; NATS %s; watch with: vigil tail --nats %s\n", ep.NATS, ep.NATS)
+		if ep.API != "" {
+			fmt.Fprintf(stderr, "vigil: API %s/v1/streams; manage streams with: vigil streams ls --api %s\n", ep.API, ep.API)
+		}
 	})
 }
 

@@ -127,6 +127,8 @@ func TestBinaryRunTailMetrics(t *testing.T) {
 	require.NoError(t, build.Run())
 
 	cfg := writeConfig(t, `
+data_dir: `+t.TempDir()+`
+api: {listen: "127.0.0.1:0"}
 metrics: {listen: "127.0.0.1:0"}
 nats: {listen: "127.0.0.1:0"}
 pipeline: {progress_interval: 1s}

@@ -5,15 +5,18 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,8 +25,10 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/natsserver"
+	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
 )
@@ -62,9 +67,14 @@ func NewLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 // engines opens one engine per distinct model (shared by the streams that
 // use it: the engine serialises calls) and closes them all on close.
 type engines struct {
+	mu     sync.Mutex
 	byName map[string]*infer.Engine
 	cfg    *config.Config
 	scs    []*decode.Scaler
+}
+
+func newEngines(c *config.Config) *engines {
+	return &engines{byName: map[string]*infer.Engine{}, cfg: c}
 }
 
 func openRuntime(c *config.Config) error {
@@ -77,6 +87,8 @@ func openRuntime(c *config.Config) error {
 // logLoaded logs the runtime and each engine once everything opened, so a
 // start-up error is the only line a failed start prints.
 func (e *engines) logLoaded(log *zap.Logger) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()),
 		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", "cpu"))
 	for _, eng := range e.byName {
@@ -87,6 +99,11 @@ func (e *engines) logLoaded(log *zap.Logger) {
 }
 
 func (e *engines) get(ref string) (*infer.Engine, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ref == "" {
+		ref = e.cfg.Pipeline.DefaultModel
+	}
 	m, err := e.cfg.ResolveModel(ref)
 	if err != nil {
 		return nil, badInput(err)
@@ -109,6 +126,8 @@ func (e *engines) get(ref string) (*infer.Engine, error) {
 }
 
 func (e *engines) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, eng := range e.byName {
 		_ = eng.Close()
 	}
@@ -117,66 +136,79 @@ func (e *engines) close() {
 	}
 }
 
-// Run is `vigil run`: it serves every configured stream until ctx ends,
-// then stops in order: ingest and inference (RunStream returns after its
-// goroutines), the NATS sink (flush, so no published frame is lost), the
-// embedded server, the metrics endpoint, and the engines last (nothing can
-// call them any more). Progress
-// lines go to progress every Pipeline.ProgressInterval. ready, when not nil,
-// is called with the NATS client URL and the metrics address once NATS,
-// the engines and the metrics endpoint are up, just before the streams
-// start (so a subscriber set up in ready sees every frame).
-func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writer, ready func(natsURL, metricsAddr string)) error {
+// Endpoints are the addresses a running vigil serves ("" when disabled).
+type Endpoints struct {
+	NATS    string // NATS client URL
+	Metrics string // host:port of /metrics
+	API     string // base URL of the REST API, e.g. http://127.0.0.1:8080
+}
+
+// Run is `vigil run`. It starts the metrics endpoint, NATS (embedded with
+// JetStream under data_dir, or external), opens the stream registry (a
+// JetStream key-value bucket) and seeds it with the config's streams,
+// serves the REST API, and reconciles running streams with the registry
+// until ctx ends: added streams start, removed ones stop, changed ones
+// restart, the others are not touched. Then it stops in order: streams
+// (each RunStream returns after its goroutines), the API, the NATS sink
+// (flush, so no published frame is lost), the embedded server, the metrics
+// endpoint, and the engines last. Progress lines go to progress every
+// Pipeline.ProgressInterval. ready, when not nil, is called once
+// everything is up, just before reconciling starts streams (so a
+// subscriber set up in ready sees every frame).
+func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writer, ready func(Endpoints)) error {
 	decode.SetLogger(log)
 	if err := openRuntime(&c); err != nil {
 		return err
 	}
-	engs := &engines{byName: map[string]*infer.Engine{}, cfg: &c}
+	engs := newEngines(&c)
 	defer engs.close()
-	// Open every engine before any stream starts: a bad model is a start-up
-	// error (exit 2), not a failure at the first frame.
+	// Open every configured engine before anything starts: a bad model in
+	// the config is a start-up error (exit 2), not a failure at the first
+	// frame. Models of streams registered through the API open when those
+	// streams start; a failure marks only that stream failed.
 	for _, s := range c.Streams {
 		if _, err := engs.get(s.Model); err != nil {
 			return fmt.Errorf("streams[%s].model: %w", s.ID, err)
 		}
 	}
+	var token string
+	if c.API.TokenFile != "" {
+		b, err := os.ReadFile(c.API.TokenFile)
+		if err != nil || strings.TrimSpace(string(b)) == "" {
+			return badInput(fmt.Errorf("api.token_file %s: unreadable or empty (%v)", c.API.TokenFile, err))
+		}
+		token = strings.TrimSpace(string(b))
+	}
 	engs.logLoaded(log)
+	var ep Endpoints
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := pipeline.NewMetrics(reg)
-	metricsAddr := ""
 	if c.Metrics.Listen != "off" {
-		ln, err := net.Listen("tcp", c.Metrics.Listen)
-		if err != nil {
-			return fmt.Errorf("metrics.listen %s: %w", c.Metrics.Listen, err)
-		}
-		metricsAddr = ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
-		log.Info("metrics endpoint", zap.String("url", "http://"+metricsAddr+"/metrics"))
+		addr, stop, err := serveHTTP(c.Metrics.Listen, mux, "", "")
+		if err != nil {
+			return fmt.Errorf("metrics.listen %s: %w", c.Metrics.Listen, err)
+		}
+		defer stop()
+		ep.Metrics = addr
+		log.Info("metrics endpoint", zap.String("url", "http://"+addr+"/metrics"))
 	}
 
-	natsURL := c.NATS.URL
-	var ns *server.Server
-	if natsURL == "" {
-		var err error
-		if ns, err = natsserver.Start(c.NATS.Listen); err != nil {
+	ep.NATS = c.NATS.URL
+	if ep.NATS == "" {
+		ns, err := natsserver.Start(c.NATS.Listen, filepath.Join(c.DataDir, "jetstream"))
+		if err != nil {
 			return err
 		}
 		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-		natsURL = ns.ClientURL()
-		log.Info("embedded NATS server started", zap.String("url", natsURL))
+		ep.NATS = ns.ClientURL()
+		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", filepath.Join(c.DataDir, "jetstream")))
 	}
-	sink, err := sinks.DialNATS(sinks.NATSOptions{URL: natsURL, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
+	sink, err := sinks.DialNATS(sinks.NATSOptions{URL: ep.NATS, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
 	if err != nil {
 		return err
 	}
@@ -185,42 +217,60 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			log.Warn("closing NATS", zap.Error(err))
 		}
 	}()
+	octx, cancelOpen := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelOpen()
+	streams, err := registry.Open(octx, sink.Conn(), c.NATS.Bucket, c.NATS.Replicas)
+	if err != nil {
+		return err
+	}
+	seed := make([]registry.Spec, len(c.Streams))
+	for i, s := range c.Streams {
+		seed[i] = c.Spec(s)
+	}
+	if n, err := streams.Seed(octx, seed); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("registry seeded from the config", zap.Int("streams", n))
+	}
 
 	stats := pipeline.NewStats()
-	srcs := make([]*decode.Source, len(c.Streams))
-	for i, s := range c.Streams {
-		src, err := decode.New(decode.Options{
-			URL: s.URL, StreamID: s.ID, Transport: s.Transport, Realtime: s.Realtime, Loop: s.Loop,
-			OpenTimeout: s.OpenTimeout.Duration, StallTimeout: s.StallTimeout.Duration,
-			Threads: s.DecodeThreads, Logger: log.With(zap.String("stream", s.ID)),
-		})
+	sup := pipeline.NewSupervisor(ctx)
+	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup}
+	if c.API.Listen != "off" {
+		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Logger: log.Named("api")}).Handler()
+		addr, stop, err := serveHTTP(c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
-			return badInput(fmt.Errorf("streams[%s].url: %w", s.ID, err))
+			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
 		}
-		srcs[i] = src
+		defer stop()
+		scheme := "http"
+		if c.API.TLSCert != "" {
+			scheme = "https"
+		}
+		ep.API = scheme + "://" + addr
+		log.Info("API", zap.String("url", ep.API+"/v1/streams"), zap.Bool("auth", token != ""))
 	}
 	if ready != nil {
-		ready(natsURL, metricsAddr)
-	}
-	var wg sync.WaitGroup
-	for i, s := range c.Streams {
-		slog := log.With(zap.String("stream", s.ID))
-		src := srcs[i]
-		eng, _ := engs.get(s.Model) // opened above
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := pipeline.RunStream(ctx, pipeline.StreamConfig{
-				ID: s.ID, Source: src, Engine: eng, Sink: sink, QueueSize: s.QueueSize,
-				Live: src.Live(), Logger: slog, Metrics: metrics, Stats: stats,
-			})
-			if err != nil {
-				slog.Error("stream stopped", zap.Error(err))
-			}
-		}()
-		slog.Info("stream started", zap.String("url", decode.RedactURL(s.URL)), zap.String("model", eng.Model()))
+		ready(ep)
 	}
 
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			err := streams.Watch(ctx, svc.reconcile, func(key string, err error) {
+				log.Error("ignoring a registry entry", zap.String("key", key), zap.Error(err))
+			})
+			if err != nil && ctx.Err() == nil {
+				log.Warn("registry watch failed; retrying", zap.Error(err))
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}()
 	if iv := c.Pipeline.ProgressInterval; iv != nil && iv.Duration > 0 && progress != nil {
 		wg.Add(1)
 		go func() {
@@ -240,7 +290,38 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	<-ctx.Done()
 	log.Info("shutting down")
 	wg.Wait()
+	sup.Wait()
 	return nil
+}
+
+// serveHTTP listens on addr and serves h (over TLS when cert and key are
+// set) until stop is called; it returns the bound address.
+func serveHTTP(addr string, h http.Handler, cert, key string) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	if cert != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			ln.Close()
+			return "", nil, fmt.Errorf("TLS key pair: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return ln.Addr().String(), func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}, nil
 }
 
 // IsBadInput reports whether err is (or wraps) a BadInputError.

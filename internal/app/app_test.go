@@ -43,6 +43,8 @@ func compileSchema(t *testing.T) *jsonschema.Schema {
 func TestRunEndToEnd(t *testing.T) {
 	schema := compileSchema(t)
 	cfg := `
+data_dir: "` + t.TempDir() + `"
+api: {listen: "127.0.0.1:0"}
 log: {level: warn}
 metrics: {listen: "127.0.0.1:0"}
 nats: {listen: "127.0.0.1:0"}
@@ -64,9 +66,9 @@ streams:
 	progress := &lockedWriter{w: new(bytes.Buffer)}
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, c, zaptest.NewLogger(t), progress, func(natsURL, metricsAddr string) {
+		done <- app.Run(ctx, c, zaptest.NewLogger(t), progress, func(ep app.Endpoints) {
 			var err error
-			nc, err = nats.Connect(natsURL)
+			nc, err = nats.Connect(ep.NATS)
 			require.NoError(t, err)
 			_, err = nc.Subscribe("vigil.megamind.detections", func(m *nats.Msg) {
 				mu.Lock()
@@ -75,7 +77,7 @@ streams:
 			})
 			require.NoError(t, err)
 			require.NoError(t, nc.Flush())
-			metricsURL = "http://" + metricsAddr + "/metrics"
+			metricsURL = "http://" + ep.Metrics + "/metrics"
 		})
 	}()
 	require.Eventually(t, func() bool {

@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/decode"
-	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
@@ -50,7 +49,7 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	if err := openRuntime(&c); err != nil {
 		return err
 	}
-	engs := &engines{byName: map[string]*infer.Engine{}, cfg: &c}
+	engs := newEngines(&c)
 	defer engs.close()
 	eng, err := engs.get(o.Model)
 	if err != nil {

@@ -27,6 +27,8 @@ func TestRTSPEndToEnd(t *testing.T) {
 	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
 
 	cfg := `
+data_dir: "` + t.TempDir() + `"
+api: {listen: "127.0.0.1:0"}
 log: {level: warn}
 metrics: {listen: "off"}
 nats: {listen: "127.0.0.1:0"}
@@ -43,9 +45,9 @@ streams:
 	var nc *nats.Conn
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, c, zaptest.NewLogger(t), nil, func(natsURL, _ string) {
+		done <- app.Run(ctx, c, zaptest.NewLogger(t), nil, func(ep app.Endpoints) {
 			var err error
-			nc, err = nats.Connect(natsURL)
+			nc, err = nats.Connect(ep.NATS)
 			require.NoError(t, err)
 			_, err = nc.Subscribe("vigil.street.detections", func(m *nats.Msg) {
 				mu.Lock()

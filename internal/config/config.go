@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -19,10 +20,15 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/registry"
 )
 
 // Config is the whole file. See configs/demo.yaml and docs/config.md.
 type Config struct {
+	// DataDir holds vigil's state: the embedded NATS server's JetStream
+	// store (the stream registry). Default ~/.local/share/vigil.
+	DataDir  string   `yaml:"data_dir"`
+	API      API      `yaml:"api"`
 	Log      Log      `yaml:"log"`
 	Metrics  Metrics  `yaml:"metrics"`
 	NATS     NATS     `yaml:"nats"`
@@ -31,6 +37,18 @@ type Config struct {
 	// Models adds named models to (or overrides) infer.BuiltinModels.
 	Models  []Model  `yaml:"models"`
 	Streams []Stream `yaml:"streams"`
+}
+
+// API configures the REST API (/v1/streams).
+type API struct {
+	// Listen is host:port (default 127.0.0.1:8080); "off" disables the API.
+	Listen string `yaml:"listen"`
+	// TokenFile holds a bearer token; when set, every call needs
+	// "Authorization: Bearer <token>".
+	TokenFile string `yaml:"token_file"`
+	// TLSCert and TLSKey (PEM files) serve the API over HTTPS.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
 }
 
 // Log configures zap.
@@ -58,6 +76,11 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// SubjectPrefix is the first subject token (default "vigil").
 	SubjectPrefix string `yaml:"subject_prefix"`
+	// Bucket is the JetStream key-value bucket of the stream registry
+	// (default vigil_streams); Replicas its replica count on a cluster
+	// (default 1).
+	Bucket   string `yaml:"bucket"`
+	Replicas int    `yaml:"replicas"`
 }
 
 // Infer configures ONNX Runtime.
@@ -104,6 +127,16 @@ type Stream struct {
 	Model string `yaml:"model"`
 	// Transport for RTSP: tcp (default) or udp.
 	Transport string `yaml:"transport"`
+	// FPSLimit caps processed frames per second (0: none).
+	FPSLimit float64 `yaml:"fps_limit"`
+	// BudgetMS is the latency budget in ms (0: default).
+	BudgetMS int `yaml:"budget_ms"`
+	// Priority: high, normal (default) or low.
+	Priority string `yaml:"priority"`
+	// Enabled (default true) streams run; disabled ones are only stored.
+	Enabled *bool `yaml:"enabled"`
+	// Labels are free-form key/value pairs.
+	Labels map[string]string `yaml:"labels"`
 	// Realtime paces a file at its native rate; Loop restarts it.
 	Realtime bool `yaml:"realtime"`
 	Loop     bool `yaml:"loop"`
@@ -141,9 +174,11 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 func Default() Config {
 	five := Duration{5 * time.Second}
 	return Config{
+		DataDir:  defaultDataDir(),
+		API:      API{Listen: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "console"},
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
-		NATS:     NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil"},
+		NATS:     NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
 		Infer:    Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface"},
 	}
@@ -179,7 +214,7 @@ func Parse(data []byte, name string) (Config, error) {
 var (
 	reUnknown = regexp.MustCompile(`line (\d+): field (\S+) not found in type config\.(\w+)`)
 	sections  = map[string]string{
-		"Config": "top level", "Log": "log", "Metrics": "metrics", "NATS": "nats", "Infer": "infer",
+		"Config": "top level", "API": "api", "Log": "log", "Metrics": "metrics", "NATS": "nats", "Infer": "infer",
 		"Pipeline": "pipeline", "Model": "models[]", "Stream": "streams[]",
 	}
 )
@@ -201,7 +236,21 @@ func yamlError(err error) string {
 	return strings.Join(msgs, "; ")
 }
 
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "vigil")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "vigil")
+	}
+	return filepath.Join(os.TempDir(), "vigil-data")
+}
+
 func (c *Config) expand() {
+	c.DataDir = assets.ExpandEnv(c.DataDir)
+	c.API.TokenFile = assets.ExpandEnv(c.API.TokenFile)
+	c.API.TLSCert = assets.ExpandEnv(c.API.TLSCert)
+	c.API.TLSKey = assets.ExpandEnv(c.API.TLSKey)
 	c.Infer.ORTLibrary = assets.ExpandEnv(c.Infer.ORTLibrary)
 	c.Infer.ModelsDir = assets.ExpandEnv(c.Infer.ModelsDir)
 	for i := range c.Models {
@@ -234,6 +283,8 @@ func (c *Config) fill() {
 	}
 }
 
+var registryBucket = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // ValidID matches stream ids: they become NATS subject tokens and metric
 // labels, so only [A-Za-z0-9_-], 1 to 64 characters.
 var ValidID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -261,6 +312,30 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.NATS.Listen); err != nil {
 			p.add("nats.listen", "%q: want host:port", c.NATS.Listen)
 		}
+	}
+	if c.API.Listen != "off" {
+		if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
+			p.add("api.listen", "%q: want host:port or off", c.API.Listen)
+		}
+	}
+	if (c.API.TLSCert == "") != (c.API.TLSKey == "") {
+		p.add("api.tls_cert", "tls_cert and tls_key go together")
+	}
+	for f, path := range map[string]string{"api.token_file": c.API.TokenFile, "api.tls_cert": c.API.TLSCert, "api.tls_key": c.API.TLSKey} {
+		if path != "" {
+			if _, err := os.Stat(path); err != nil {
+				p.add(f, "%v", err)
+			}
+		}
+	}
+	if c.DataDir == "" {
+		p.add("data_dir", "is required")
+	}
+	if !registryBucket.MatchString(c.NATS.Bucket) {
+		p.add("nats.bucket", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", c.NATS.Bucket)
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		p.add("nats.replicas", "%d: want 1 to 5", c.NATS.Replicas)
 	}
 	if c.NATS.SubjectPrefix == "" || strings.ContainsAny(c.NATS.SubjectPrefix, " .*>\t") {
 		p.add("nats.subject_prefix", "%q: want one subject token (no spaces, dots, * or >)", c.NATS.SubjectPrefix)
@@ -321,6 +396,13 @@ func (c *Config) Validate() error {
 		if s.DecodeThreads < 0 {
 			p.add(f+".decode_threads", "%d: must not be negative", s.DecodeThreads)
 		}
+		// Fields shared with the registry spec; id, url and transport are
+		// checked above with all problems reported, not just the first.
+		sp := c.Spec(s)
+		var fe *registry.FieldError
+		if err := sp.Validate(nil); errors.As(err, &fe) && fe.Field != "id" && fe.Field != "url" && fe.Field != "transport" {
+			p.add(f+"."+fe.Field, "%s", fe.Msg)
+		}
 		if m, err := c.ResolveModel(s.Model); err != nil {
 			p.add(f+".model", "%v", err)
 		} else if _, err := os.Stat(m.File); err != nil {
@@ -328,6 +410,39 @@ func (c *Config) Validate() error {
 		}
 	}
 	return p.err()
+}
+
+// Spec converts a config stream into the registry's stream spec (config
+// streams seed the registry).
+func (c *Config) Spec(s Stream) registry.Spec {
+	sp := registry.Spec{
+		ID: s.ID, URL: s.URL, Model: s.Model, FPSLimit: s.FPSLimit, BudgetMS: s.BudgetMS,
+		Priority: s.Priority, Enabled: s.Enabled, Transport: s.Transport, Labels: s.Labels,
+		Realtime: s.Realtime, Loop: s.Loop,
+	}
+	if s.OpenTimeout.Duration > 0 {
+		sp.OpenTimeout = s.OpenTimeout.String()
+	}
+	if s.StallTimeout.Duration > 0 {
+		sp.StallTimeout = s.StallTimeout.String()
+	}
+	return sp
+}
+
+// CheckModel reports whether a model reference resolves to an existing
+// file (for API validation).
+func (c *Config) CheckModel(ref string) error {
+	if ref == "" {
+		ref = c.Pipeline.DefaultModel
+	}
+	m, err := c.ResolveModel(ref)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(m.File); err != nil {
+		return fmt.Errorf("model file %s does not exist", m.File)
+	}
+	return nil
 }
 
 // ResolveModel turns a stream's model reference (a configured name, a

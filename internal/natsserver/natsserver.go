@@ -5,6 +5,7 @@ package natsserver
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 
 // Start runs an in-process NATS server listening on listen ("host:port";
 // port 0 picks a free port) and waits up to 10 s for it to accept clients.
-// Shut it down with Shutdown and WaitForShutdown. Errors name the address.
-func Start(listen string) (*server.Server, error) {
+// When storeDir is not empty, JetStream is enabled with file storage there
+// (the stream registry's key-value bucket lives in it). Shut it down with
+// Shutdown and WaitForShutdown. Errors name the address or directory.
+func Start(listen, storeDir string) (*server.Server, error) {
 	host, portS, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS listen address %q: %w", listen, err)
@@ -26,10 +29,17 @@ func Start(listen string) (*server.Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	s, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		ServerName: "vigil-embedded", Host: host, Port: port,
 		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,
-	})
+	}
+	if storeDir != "" {
+		if err := os.MkdirAll(storeDir, 0o750); err != nil {
+			return nil, fmt.Errorf("embedded NATS store directory: %w", err)
+		}
+		opts.JetStream, opts.StoreDir = true, storeDir
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}

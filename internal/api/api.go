@@ -1,0 +1,326 @@
+// Package api serves vigil's REST API under /v1: stream registration
+// (create, list, get, patch, delete) over the registry, with each stream's
+// live status from the supervisor, and the OpenAPI 3 document at
+// /v1/openapi.json. JSON in and out; errors are {"error": ..., "field": ...}.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/internal/registry"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// MaxBodyBytes bounds request bodies (64 KiB: a stream spec is < 4 KiB).
+const MaxBodyBytes = 64 << 10
+
+// OpenAPI is the OpenAPI 3.0 document served at /v1/openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Options configure a Server.
+type Options struct {
+	Registry *registry.Registry
+	// Status returns a stream's live status (pipeline.Supervisor.Status).
+	Status func(id string) (pipeline.StatusSnapshot, bool)
+	// CheckModel validates a spec's model reference; nil accepts any.
+	CheckModel func(string) error
+	// Token, when not empty, is required as "Authorization: Bearer <Token>".
+	Token  string
+	Logger *zap.Logger
+}
+
+// Server implements the API; Handler returns its http.Handler.
+type Server struct {
+	o Options
+}
+
+// New returns a server.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return &Server{o: o}
+}
+
+// Route is one API operation; Routes lists them all (the OpenAPI document
+// must describe exactly these, which a test checks).
+type Route struct {
+	Method, Path string
+	handler      func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// Routes are the API's operations.
+var Routes = []Route{
+	{"GET", "/v1/openapi.json", (*Server).openapi},
+	{"GET", "/v1/streams", (*Server).list},
+	{"POST", "/v1/streams", (*Server).create},
+	{"GET", "/v1/streams/{id}", (*Server).get},
+	{"PATCH", "/v1/streams/{id}", (*Server).patch},
+	{"DELETE", "/v1/streams/{id}", (*Server).delete},
+}
+
+// Handler returns the API's handler: authentication, then the routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range Routes {
+		h := r.handler
+		mux.HandleFunc(r.Method+" "+r.Path, func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, http.StatusNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.o.Token != "" && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+			writeErr(w, http.StatusUnauthorized, "Authorization", "missing or wrong bearer token")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
+}
+
+// Stream is a stream as the API shows it: the spec with its URL redacted,
+// plus live status.
+type Stream struct {
+	registry.Spec
+	Revision uint64                   `json:"revision"`
+	Status   *pipeline.StatusSnapshot `json:"status,omitempty"`
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, Error{Error: msg, Field: field})
+}
+
+func (s *Server) view(e registry.Entry) Stream {
+	v := Stream{Spec: e.Spec.Redacted(), Revision: e.Revision}
+	if s.o.Status != nil {
+		if st, ok := s.o.Status(e.Spec.ID); ok {
+			v.Status = &st
+		}
+	}
+	return v
+}
+
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(OpenAPI)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	es, err := s.o.Registry.List(r.Context())
+	if err != nil {
+		s.storeErr(w, err)
+		return
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Spec.ID < es[j].Spec.ID })
+	out := struct {
+		Streams []Stream `json:"streams"`
+	}{Streams: make([]Stream, 0, len(es))}
+	for _, e := range es {
+		out.Streams = append(out.Streams, s.view(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !registry.ValidID(id) {
+		writeErr(w, http.StatusBadRequest, "id", fmt.Sprintf("%q is not a valid stream id", id))
+		return
+	}
+	e, err := s.o.Registry.Get(r.Context(), id)
+	if err != nil {
+		s.storeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(e))
+}
+
+// readBody reads a bounded JSON body; it writes the error response itself.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeErr(w, http.StatusUnsupportedMediaType, "Content-Type", fmt.Sprintf("%q: send application/json", ct))
+		return nil, false
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeErr(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+		return nil, false
+	}
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "", "reading body: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+// decodeSpec decodes strictly: unknown fields are errors naming the field.
+func decodeSpec(b []byte, sp *registry.Spec) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(sp); err != nil {
+		msg := err.Error()
+		if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+			return &registry.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return &registry.FieldError{Field: te.Field, Msg: fmt.Sprintf("want a %s, got %s", te.Type, te.Value)}
+		}
+		return &registry.FieldError{Field: "", Msg: "invalid JSON: " + msg}
+	}
+	if dec.More() {
+		return &registry.FieldError{Msg: "invalid JSON: more than one value"}
+	}
+	return nil
+}
+
+func (s *Server) badSpec(w http.ResponseWriter, err error) {
+	var fe *registry.FieldError
+	if errors.As(err, &fe) {
+		writeErr(w, http.StatusBadRequest, fe.Field, fe.Error())
+		return
+	}
+	writeErr(w, http.StatusBadRequest, "", err.Error())
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var sp registry.Spec
+	if err := decodeSpec(b, &sp); err != nil {
+		s.badSpec(w, err)
+		return
+	}
+	if err := sp.Validate(s.o.CheckModel); err != nil {
+		s.badSpec(w, err)
+		return
+	}
+	rev, err := s.o.Registry.Create(r.Context(), sp)
+	if err != nil {
+		s.storeErr(w, err)
+		return
+	}
+	s.o.Logger.Info("stream registered", zap.String("stream", sp.ID), zap.String("url", sp.Redacted().URL))
+	w.Header().Set("Location", "/v1/streams/"+sp.ID)
+	writeJSON(w, http.StatusCreated, s.view(registry.Entry{Spec: sp, Revision: rev}))
+}
+
+// patch applies a JSON merge patch (RFC 7386) to the stored spec: given
+// fields replace, null removes, absent fields stay. The id cannot change.
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !registry.ValidID(id) {
+		writeErr(w, http.StatusBadRequest, "id", fmt.Sprintf("%q is not a valid stream id", id))
+		return
+	}
+	b, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var patch map[string]json.RawMessage
+	if err := json.Unmarshal(b, &patch); err != nil {
+		writeErr(w, http.StatusBadRequest, "", "invalid JSON object: "+err.Error())
+		return
+	}
+	cur, err := s.o.Registry.Get(r.Context(), id)
+	if err != nil {
+		s.storeErr(w, err)
+		return
+	}
+	doc, _ := json.Marshal(cur.Spec)
+	var merged map[string]json.RawMessage
+	_ = json.Unmarshal(doc, &merged)
+	for k, v := range patch {
+		if string(v) == "null" {
+			delete(merged, k)
+		} else {
+			merged[k] = v
+		}
+	}
+	mb, _ := json.Marshal(merged)
+	var sp registry.Spec
+	if err := decodeSpec(mb, &sp); err != nil {
+		s.badSpec(w, err)
+		return
+	}
+	if sp.ID != id {
+		writeErr(w, http.StatusBadRequest, "id", "the id of a stream cannot change; delete and create instead")
+		return
+	}
+	if err := sp.Validate(s.o.CheckModel); err != nil {
+		s.badSpec(w, err)
+		return
+	}
+	rev, err := s.o.Registry.Update(r.Context(), sp, cur.Revision)
+	if err != nil {
+		s.storeErr(w, err)
+		return
+	}
+	s.o.Logger.Info("stream changed", zap.String("stream", id))
+	writeJSON(w, http.StatusOK, s.view(registry.Entry{Spec: sp, Revision: rev}))
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !registry.ValidID(id) {
+		writeErr(w, http.StatusBadRequest, "id", fmt.Sprintf("%q is not a valid stream id", id))
+		return
+	}
+	if err := s.o.Registry.Delete(r.Context(), id); err != nil {
+		s.storeErr(w, err)
+		return
+	}
+	s.o.Logger.Info("stream removed", zap.String("stream", id))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) storeErr(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		writeErr(w, http.StatusNotFound, "id", err.Error())
+	case errors.Is(err, registry.ErrExists):
+		writeErr(w, http.StatusConflict, "id", err.Error())
+	case errors.Is(err, registry.ErrConflict):
+		writeErr(w, http.StatusConflict, "", err.Error())
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		writeErr(w, http.StatusServiceUnavailable, "", "registry unavailable: "+err.Error())
+	default:
+		s.o.Logger.Error("registry error", zap.Error(err))
+		writeErr(w, http.StatusInternalServerError, "", "registry error: "+err.Error())
+	}
+}

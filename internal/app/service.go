@@ -1,0 +1,87 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/registry"
+	"github.com/vigil-video/vigil/pipeline"
+	"github.com/vigil-video/vigil/sinks"
+)
+
+// service turns registry changes into running streams.
+type service struct {
+	c       *config.Config
+	log     *zap.Logger
+	engs    *engines
+	sink    *sinks.NATS
+	metrics *pipeline.Metrics
+	stats   *pipeline.Stats
+	sup     *pipeline.Supervisor
+}
+
+// reconcile applies one registry change; it runs on the watch goroutine,
+// so changes apply in bucket order.
+func (s *service) reconcile(ch registry.Change) {
+	if ch.Spec == nil {
+		if s.sup.Remove(ch.ID) {
+			s.stats.Remove(ch.ID)
+			s.log.Info("stream removed", zap.String("stream", ch.ID))
+		}
+		return
+	}
+	sp := *ch.Spec
+	version, _ := json.Marshal(sp) // changes exactly when the spec does
+	if !sp.IsEnabled() {
+		if s.sup.Apply(sp.ID, string(version), nil) {
+			s.stats.Remove(sp.ID)
+			s.log.Info("stream disabled", zap.String("stream", sp.ID))
+		}
+		return
+	}
+	if s.sup.Apply(sp.ID, string(version), func(*pipeline.Status) (pipeline.StreamConfig, error) { return s.build(sp) }) {
+		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)))
+	}
+}
+
+// build makes a stream's pipeline configuration from its spec. Errors (a
+// model that does not load, an invalid stored spec) fail that stream only.
+func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
+	if err := sp.Validate(nil); err != nil {
+		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", err)
+	}
+	eng, err := s.engs.get(sp.Model)
+	if err != nil {
+		return pipeline.StreamConfig{}, fmt.Errorf("model: %w", err)
+	}
+	open, stall := sp.Durations()
+	log := s.log.With(zap.String("stream", sp.ID))
+	src, err := decode.New(decode.Options{
+		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
+		OpenTimeout: open, StallTimeout: stall, Logger: log,
+	})
+	if err != nil {
+		return pipeline.StreamConfig{}, err
+	}
+	return pipeline.StreamConfig{
+		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: s.c.Pipeline.QueueSize,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, Logger: log, Metrics: s.metrics, Stats: s.stats,
+		OnEvent: s.publishEvent,
+	}, nil
+}
+
+// publishEvent sends a lifecycle event to <prefix>.<stream_id>.events.
+func (s *service) publishEvent(e pipeline.Event) {
+	b, err := json.Marshal(e)
+	if err == nil {
+		err = s.sink.Conn().Publish(s.c.NATS.SubjectPrefix+"."+e.StreamID+".events", b)
+	}
+	if err != nil {
+		s.log.Warn("publishing event", zap.String("stream", e.StreamID), zap.Error(err))
+	}
+	s.log.Info("stream "+string(e.Type), zap.String("stream", e.StreamID), zap.String("reason", e.Reason), zap.Int("attempt", e.Attempt))
+}

@@ -1,0 +1,204 @@
+// Package registry stores the streams that operators register, in a NATS
+// JetStream key-value bucket: on the embedded server (file storage under the
+// data directory) or on an external server or cluster. Keys are
+// "streams.<id>"; values are JSON Specs. Writes use the bucket's revisions
+// for optimistic concurrency, so concurrent API calls (or several vigil
+// nodes sharing the bucket) never overwrite each other silently.
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Errors returned by Registry methods.
+var (
+	ErrNotFound = errors.New("stream not found")
+	ErrExists   = errors.New("stream already exists")
+	ErrConflict = errors.New("stream changed concurrently; retry")
+)
+
+// DefaultBucket is the key-value bucket name.
+const DefaultBucket = "vigil_streams"
+
+// Registry is a handle on the bucket; safe for concurrent use.
+type Registry struct {
+	kv jetstream.KeyValue
+}
+
+// Open creates the bucket if it does not exist (file storage, 5 revisions
+// of history per key, replicas as given; 1 on the embedded server) and
+// returns a handle. Errors name the bucket.
+func Open(ctx context.Context, nc *nats.Conn, bucket string, replicas int) (*Registry, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if replicas < 1 {
+		replicas = 1
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: bucket, Description: "vigil stream registry", History: 5,
+		Storage: jetstream.FileStorage, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w (does the NATS server have JetStream enabled?)", bucket, err)
+	}
+	return &Registry{kv: kv}, nil
+}
+
+// Entry is a stored spec with its revision.
+type Entry struct {
+	Spec     Spec
+	Revision uint64
+	Created  time.Time
+}
+
+// Create stores a new spec; ErrExists if the id is taken.
+func (r *Registry) Create(ctx context.Context, s Spec) (uint64, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := r.kv.Create(ctx, Key(s.ID), b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("%w: %s", ErrExists, s.ID)
+	}
+	return rev, err
+}
+
+// Get returns a stream; ErrNotFound if there is none.
+func (r *Registry) Get(ctx context.Context, id string) (Entry, error) {
+	e, err := r.kv.Get(ctx, Key(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Entry{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	return decodeEntry(e)
+}
+
+func decodeEntry(e jetstream.KeyValueEntry) (Entry, error) {
+	var s Spec
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		return Entry{}, fmt.Errorf("registry key %s holds invalid JSON: %w", e.Key(), err)
+	}
+	return Entry{Spec: s, Revision: e.Revision(), Created: e.Created()}, nil
+}
+
+// List returns every stream, in no particular order.
+func (r *Registry) List(ctx context.Context) ([]Entry, error) {
+	lister, err := r.kv.ListKeysFiltered(ctx, "streams.*")
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for k := range lister.Keys() {
+		e, err := r.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		ent, err := decodeEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ent)
+	}
+	return out, nil
+}
+
+// Update replaces a stream if it is still at revision rev; ErrConflict if
+// it changed meanwhile, ErrNotFound if it was deleted.
+func (r *Registry) Update(ctx context.Context, s Spec, rev uint64) (uint64, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.kv.Update(ctx, Key(s.ID), b, rev)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0, fmt.Errorf("%w: %s", ErrConflict, s.ID)
+	}
+	return n, err
+}
+
+// Delete removes a stream; ErrNotFound if there is none.
+func (r *Registry) Delete(ctx context.Context, id string) error {
+	if _, err := r.Get(ctx, id); err != nil {
+		return err
+	}
+	return r.kv.Delete(ctx, Key(id))
+}
+
+// Seed creates each spec that is not stored yet and leaves stored ones
+// alone (operators' changes win over the config file). It returns how many
+// it created.
+func (r *Registry) Seed(ctx context.Context, specs []Spec) (int, error) {
+	n := 0
+	for _, s := range specs {
+		_, err := r.Create(ctx, s)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrExists):
+		default:
+			return n, fmt.Errorf("seeding %s: %w", s.ID, err)
+		}
+	}
+	return n, nil
+}
+
+// Change is one watched update: Spec is nil when the stream was deleted.
+type Change struct {
+	ID       string
+	Spec     *Spec
+	Revision uint64
+}
+
+// Watch calls fn for every stream present now, then for every change,
+// until ctx ends. Entries that do not decode are reported through bad and
+// skipped.
+func (r *Registry) Watch(ctx context.Context, fn func(Change), bad func(key string, err error)) error {
+	w, err := r.kv.Watch(ctx, "streams.*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("registry watch closed")
+			}
+			if e == nil { // end of the initial values
+				continue
+			}
+			id := idFromKey(e.Key())
+			if id == "" {
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				fn(Change{ID: id, Revision: e.Revision()})
+				continue
+			}
+			ent, err := decodeEntry(e)
+			if err != nil {
+				bad(e.Key(), err)
+				continue
+			}
+			fn(Change{ID: id, Spec: &ent.Spec, Revision: e.Revision()})
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package registry
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/vigil-video/vigil/decode"
+)
+
+// Spec is one registered stream, as stored in the bucket (JSON) and as the
+// API takes it. The URL is stored with its credentials (vigil needs them
+// to connect); everything that leaves vigil shows Redacted() instead.
+type Spec struct {
+	// ID: 1-64 of [A-Za-z0-9_-]; a NATS subject token and a metric label.
+	ID string `json:"id"`
+	// URL: rtsp://, rtsps://, http(s)://, file:// or a path.
+	URL string `json:"url"`
+	// Model: a model name or an .onnx path; empty takes the default model.
+	Model string `json:"model,omitempty"`
+	// FPSLimit caps processed frames per second (0: no cap); frames over
+	// it are dropped with reason rate_limit.
+	FPSLimit float64 `json:"fps_limit,omitempty"`
+	// BudgetMS is the per-frame latency budget in ms (0: the default).
+	// Stored and shown; enforced by the latency-budget work.
+	BudgetMS int `json:"budget_ms,omitempty"`
+	// Priority: high, normal (default) or low.
+	Priority string `json:"priority,omitempty"`
+	// Enabled streams run; disabled ones are stored but stopped. Default
+	// true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Transport for RTSP: tcp (default) or udp.
+	Transport string `json:"transport,omitempty"`
+	// Labels are free-form key/value pairs (at most 16; keys
+	// [A-Za-z0-9_.-]{1,63}, values up to 256 bytes).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Realtime and Loop make a file behave like a camera.
+	Realtime bool `json:"realtime,omitempty"`
+	Loop     bool `json:"loop,omitempty"`
+	// OpenTimeout and StallTimeout are Go duration strings ("60s").
+	OpenTimeout  string `json:"open_timeout,omitempty"`
+	StallTimeout string `json:"stall_timeout,omitempty"`
+}
+
+// IsEnabled reports Enabled, defaulting to true.
+func (s *Spec) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+
+// Redacted returns a copy whose URL has its password replaced by "***".
+func (s Spec) Redacted() Spec {
+	s.URL = decode.RedactURL(s.URL)
+	return s
+}
+
+// FieldError is a validation failure of one field; the API returns it as
+// {"error": Msg, "field": Field} with status 400.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+var (
+	validID       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	validLabelKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
+)
+
+// ValidID reports whether id can be a stream id.
+func ValidID(id string) bool { return validID.MatchString(id) }
+
+// Validate checks every field and returns the first problem as a
+// *FieldError. resolveModel, when not nil, checks that the model exists.
+func (s *Spec) Validate(resolveModel func(string) error) error {
+	if !validID.MatchString(s.ID) {
+		return fieldErr("id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", s.ID)
+	}
+	if _, _, err := decode.ParseURL(s.URL); err != nil {
+		return fieldErr("url", "%v", err)
+	}
+	if len(s.URL) > 2048 {
+		return fieldErr("url", "longer than 2048 bytes")
+	}
+	if s.FPSLimit < 0 || s.FPSLimit > 1000 {
+		return fieldErr("fps_limit", "%v: want 0 (no limit) to 1000", s.FPSLimit)
+	}
+	if s.BudgetMS < 0 || s.BudgetMS > 60000 {
+		return fieldErr("budget_ms", "%d: want 0 (default) to 60000", s.BudgetMS)
+	}
+	switch s.Priority {
+	case "", "high", "normal", "low":
+	default:
+		return fieldErr("priority", "%q: want high, normal or low", s.Priority)
+	}
+	switch s.Transport {
+	case "", "tcp", "udp":
+	default:
+		return fieldErr("transport", "%q: want tcp or udp", s.Transport)
+	}
+	if len(s.Labels) > 16 {
+		return fieldErr("labels", "%d labels: at most 16", len(s.Labels))
+	}
+	for k, v := range s.Labels {
+		if !validLabelKey.MatchString(k) {
+			return fieldErr("labels", "key %q: want 1-63 characters of A-Z a-z 0-9 _ . -", k)
+		}
+		if len(v) > 256 {
+			return fieldErr("labels", "value of %q is longer than 256 bytes", k)
+		}
+	}
+	for _, d := range []struct{ field, v string }{{"open_timeout", s.OpenTimeout}, {"stall_timeout", s.StallTimeout}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 || v > time.Hour {
+			return fieldErr(d.field, "%q: want a duration from 1ms to 1h, e.g. 10s", d.v)
+		}
+	}
+	if resolveModel != nil {
+		if err := resolveModel(s.Model); err != nil {
+			return fieldErr("model", "%v", err)
+		}
+	}
+	return nil
+}
+
+// Durations returns the parsed timeouts (0 where unset). Validate first.
+func (s *Spec) Durations() (open, stall time.Duration) {
+	open, _ = time.ParseDuration(s.OpenTimeout)
+	stall, _ = time.ParseDuration(s.StallTimeout)
+	return open, stall
+}
+
+// Key is the bucket key of a stream: "streams.<id>". The "streams."
+// prefix leaves room for other record kinds (node status, placement) when
+// several vigil nodes share one bucket.
+func Key(id string) string { return "streams." + id }
+
+// idFromKey is the inverse of Key ("" for other keys).
+func idFromKey(k string) string {
+	id, ok := strings.CutPrefix(k, "streams.")
+	if !ok {
+		return ""
+	}
+	return id
+}

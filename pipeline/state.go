@@ -1,0 +1,164 @@
+package pipeline
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// State is a stream's lifecycle state:
+//
+//	starting ──first frame──▶ running ──source error──▶ reconnecting ──frame──▶ running
+//	    │                                                    │
+//	    └──────────── failed (non-live error, panic) ◀───────┘      stopped (removed, shut down, file ended)
+type State string
+
+// Stream states.
+const (
+	StateStarting     State = "starting"
+	StateRunning      State = "running"
+	StateReconnecting State = "reconnecting"
+	StateFailed       State = "failed"
+	StateStopped      State = "stopped"
+)
+
+// Event is a lifecycle event, published as JSON to vigil.<stream_id>.events.
+type Event struct {
+	StreamID string `json:"stream_id"`
+	// Type is the state entered: starting, running, reconnecting, failed
+	// or stopped.
+	Type State     `json:"type"`
+	Time time.Time `json:"time"`
+	// Reason says why (an error, with credentials redacted by the source).
+	Reason string `json:"reason,omitempty"`
+	// Attempt counts connection attempts since the stream last ran.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// PanicError is a panic recovered inside one stream (its source, engine or
+// sink, including C code that panics through cgo). It fails that stream
+// only.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
+
+func recovered(v any) *PanicError { return &PanicError{Value: v, Stack: string(debug.Stack())} }
+
+// Status is a stream's live status, safe for concurrent use: RunStream
+// writes it and the API reads Snapshot.
+type Status struct {
+	mu         sync.Mutex
+	state      State
+	since      time.Time
+	lastFrame  time.Time
+	lastErr    string
+	reconnects int
+	width      int
+	height     int
+	codec      string
+	in, out    rateMeter
+}
+
+// StatusSnapshot is a copy of a Status at one instant.
+type StatusSnapshot struct {
+	State State     `json:"state"`
+	Since time.Time `json:"since"`
+	// FPSIn and FPSOut are decoded and published frames per second over
+	// the last 5 s.
+	FPSIn  float64 `json:"fps_in"`
+	FPSOut float64 `json:"fps_out"`
+	// LastFrame is the arrival time of the newest decoded frame (zero if
+	// none yet).
+	LastFrame  time.Time `json:"last_frame,omitzero"`
+	LastError  string    `json:"last_error,omitempty"`
+	Reconnects int       `json:"reconnects"`
+	Width      int       `json:"width,omitempty"`
+	Height     int       `json:"height,omitempty"`
+	Codec      string    `json:"codec,omitempty"`
+}
+
+// NewStatus returns a status in state s.
+func NewStatus(s State) *Status { return &Status{state: s, since: time.Now()} }
+
+// Snapshot returns the current values.
+func (s *Status) Snapshot() StatusSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	return StatusSnapshot{
+		State: s.state, Since: s.since, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
+		LastFrame: s.lastFrame, LastError: s.lastErr, Reconnects: s.reconnects,
+		Width: s.width, Height: s.height, Codec: s.codec,
+	}
+}
+
+// set changes the state; it reports whether it changed.
+func (s *Status) set(st State, reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reason != "" && (st == StateReconnecting || st == StateFailed) {
+		s.lastErr = reason
+	}
+	if st == StateReconnecting {
+		s.reconnects++
+	}
+	if s.state == st && st != StateReconnecting {
+		return false
+	}
+	s.state, s.since = st, time.Now()
+	return true
+}
+
+func (s *Status) frameIn(f *Frame, codec string) {
+	s.mu.Lock()
+	s.lastFrame = f.Arrival
+	s.width, s.height = f.Image.Width(), f.Image.Height()
+	if codec != "" {
+		s.codec = codec
+	}
+	s.in.mark(f.Arrival)
+	s.mu.Unlock()
+}
+
+func (s *Status) frameOut(t time.Time) {
+	s.mu.Lock()
+	s.out.mark(t)
+	s.mu.Unlock()
+}
+
+// Fail puts a stream that could not even start (e.g. its model failed to
+// load) into the failed state with reason.
+func (s *Status) Fail(reason string) { s.set(StateFailed, reason) }
+
+// rateMeter counts events in one-second buckets over the last 5 s.
+type rateMeter struct {
+	sec    [6]int64 // unix second of each bucket
+	counts [6]int
+}
+
+const rateWindow = 5
+
+func (r *rateMeter) mark(t time.Time) {
+	s := t.Unix()
+	i := s % int64(len(r.sec))
+	if r.sec[i] != s {
+		r.sec[i], r.counts[i] = s, 0
+	}
+	r.counts[i]++
+}
+
+// rate is events per second over the last rateWindow complete seconds.
+func (r *rateMeter) rate(now time.Time) float64 {
+	cur := now.Unix()
+	n := 0
+	for i := range r.sec {
+		if r.sec[i] < cur && r.sec[i] >= cur-rateWindow {
+			n += r.counts[i]
+		}
+	}
+	return float64(n) / rateWindow
+}

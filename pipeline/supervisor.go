@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"context"
+	"sort"
+	"sync"
+)
+
+// Supervisor runs a changing set of streams: it starts what is added, stops
+// what is removed, restarts a stream only when its version changes, and
+// never touches the others. Each stream runs in its own goroutine under
+// its own context, so a stream that fails (or panics) stops alone.
+type Supervisor struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	streams map[string]*supervised
+	wg      sync.WaitGroup
+}
+
+type supervised struct {
+	version string
+	status  *Status
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when RunStream returned; nil if not running
+}
+
+// NewSupervisor returns a supervisor whose streams all stop when ctx ends.
+func NewSupervisor(ctx context.Context) *Supervisor {
+	return &Supervisor{ctx: ctx, streams: map[string]*supervised{}}
+}
+
+// Apply makes stream id run the configuration that build returns, tagged
+// with version (any string that changes when the configuration does). If
+// the stream already runs that version, nothing happens. Otherwise the old
+// instance is stopped (and waited for) and build is called with the
+// stream's Status; a build error marks the stream failed with that reason
+// without running it. A nil build stores the stream as stopped (disabled).
+// Apply returns whether it (re)started or reconfigured the stream.
+func (s *Supervisor) Apply(id, version string, build func(*Status) (StreamConfig, error)) bool {
+	s.mu.Lock()
+	old := s.streams[id]
+	if old != nil && old.version == version {
+		s.mu.Unlock()
+		return false
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	sv := &supervised{version: version, status: NewStatus(StateStarting)}
+	if build == nil {
+		sv.status.set(StateStopped, "disabled")
+	} else if cfg, err := build(sv.status); err != nil {
+		sv.status.Fail(err.Error())
+	} else if s.ctx.Err() == nil {
+		cfg.Status = sv.status
+		ctx, cancel := context.WithCancel(s.ctx)
+		sv.cancel, sv.done = cancel, make(chan struct{})
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer close(sv.done)
+			_ = RunStream(ctx, cfg) // the outcome is in sv.status
+		}()
+	}
+	s.mu.Lock()
+	s.streams[id] = sv
+	s.mu.Unlock()
+	return true
+}
+
+// Remove stops stream id, waits for it, and forgets it. It reports whether
+// the stream was known.
+func (s *Supervisor) Remove(id string) bool {
+	s.mu.Lock()
+	sv := s.streams[id]
+	delete(s.streams, id)
+	s.mu.Unlock()
+	if sv == nil {
+		return false
+	}
+	sv.stop()
+	return true
+}
+
+func (sv *supervised) stop() {
+	if sv.cancel != nil {
+		sv.cancel()
+		<-sv.done
+	}
+}
+
+// Status returns a stream's status; false if the stream is unknown.
+func (s *Supervisor) Status(id string) (StatusSnapshot, bool) {
+	s.mu.Lock()
+	sv := s.streams[id]
+	s.mu.Unlock()
+	if sv == nil {
+		return StatusSnapshot{}, false
+	}
+	return sv.status.Snapshot(), true
+}
+
+// IDs returns the supervised stream ids, sorted.
+func (s *Supervisor) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.streams))
+	for id := range s.streams {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Wait blocks until every stream goroutine has returned (after the
+// supervisor's context ended, or after Remove of each).
+func (s *Supervisor) Wait() { s.wg.Wait() }
