@@ -31,6 +31,7 @@ Usage:
   vigil run --config FILE          serve the streams in FILE (Ctrl-C stops)
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
   vigil tail [flags]               print the detections a running vigil publishes
+  vigil streams ls|get|add|set|rm  manage a running vigil's streams through its API
   vigil bench [flags]              measure decode, inference and pipeline speed
   vigil check-config FILE          validate a config file and exit
   vigil version                    print version information
@@ -61,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdBench(rest, stdout, stderr)
 	case "check-config":
 		err = cmdCheckConfig(rest, stdout, stderr)
+	case "streams":
+		err = cmdStreams(rest, stdout, stderr)
 	case "version", "--version":
 		printVersion(stdout)
 	case "help", "-h", "--help":
@@ -253,6 +256,13 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d stream(s), %d model(s) defined)\n", fs.Arg(0), len(c.Streams), len(c.Models))
 	return nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }
 
 func printVersion(w io.Writer) {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/app"
+)
+
+const streamsUsage = `Usage: vigil streams COMMAND [flags]
+
+Manage the streams of a running vigil through its REST API.
+
+  vigil streams ls  [-o table|json]                 list streams and their live status
+  vigil streams get ID [-o table|json]              one stream
+  vigil streams add --id ID --url URL [spec flags]  register a stream (it starts at once)
+  vigil streams set ID [spec flags]                 change only the given fields (the stream restarts)
+  vigil streams rm ID                               remove a stream (it stops)
+
+Common flags (before or after the command's own):
+  --api URL          vigil's API (default http://127.0.0.1:8080, or $VIGIL_API)
+  --token-file FILE  bearer token, when vigil has api.token_file
+  --ca FILE          PEM CA to trust for an https --api
+Run 'vigil streams add --help' for the spec flags.
+`
+
+// specFlags are the flags of add and set; only those set go in the body.
+type specFlags struct {
+	fs     *flag.FlagSet
+	labels labelFlag
+}
+
+type labelFlag map[string]string
+
+func (l labelFlag) String() string { return "" }
+func (l labelFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want key=value", v)
+	}
+	l[k] = val
+	return nil
+}
+
+func addSpecFlags(fs *flag.FlagSet) *specFlags {
+	fs.String("url", "", "camera or file URL: rtsp://, rtsps://, http(s)://, file:// or a path")
+	fs.String("model", "", "model name (blazeface, blazeface-back, yolox-nano, a configured one) or .onnx path")
+	fs.Float64("fps-limit", 0, "cap on processed frames per second (0: none)")
+	fs.Int("budget-ms", 0, "per-frame latency budget in ms (0: default)")
+	fs.String("priority", "", "high, normal or low")
+	fs.String("transport", "", "RTSP transport: tcp or udp")
+	fs.Bool("disabled", false, "store the stream but do not run it (set --disabled=false to enable)")
+	fs.Bool("realtime", false, "pace a file at its native frame rate")
+	fs.Bool("loop", false, "restart a file at its end")
+	fs.String("open-timeout", "", "limit up to the first frame, e.g. 60s")
+	fs.String("stall-timeout", "", "limit between packets, e.g. 10s")
+	sf := &specFlags{fs: fs, labels: labelFlag{}}
+	fs.Var(sf.labels, "label", "key=value label (repeatable)")
+	return sf
+}
+
+// body returns the JSON fields of the flags given on the command line.
+func (sf *specFlags) body() map[string]any {
+	b := map[string]any{}
+	sf.fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok { // --label, collected below
+			return
+		}
+		get := g.Get
+		switch f.Name {
+		case "url", "model", "priority", "transport", "open-timeout", "stall-timeout":
+			b[strings.ReplaceAll(f.Name, "-", "_")] = get()
+		case "fps-limit":
+			b["fps_limit"] = get()
+		case "budget-ms":
+			b["budget_ms"] = get()
+		case "disabled":
+			b["enabled"] = !get().(bool)
+		case "realtime", "loop":
+			b[f.Name] = get()
+		}
+	})
+	if len(sf.labels) > 0 {
+		b["labels"] = map[string]string(sf.labels)
+	}
+	return b
+}
+
+func cmdStreams(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, streamsUsage)
+		if len(args) == 0 {
+			return &app.BadInputError{Err: errors.New("a command is required: ls, get, add, set or rm")}
+		}
+		return flag.ErrHelp
+	}
+	sub, rest := args[0], args[1:]
+	fs := newFlags("streams "+sub, "streams "+sub+" [flags]", stderr)
+	apiURL := fs.String("api", envOr("VIGIL_API", "http://127.0.0.1:8080"), "vigil API base URL")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token")
+	ca := fs.String("ca", "", "PEM CA file to trust for https")
+	output := fs.String("o", "table", "output: table or json")
+	var sf *specFlags
+	var id *string
+	switch sub {
+	case "add":
+		id = fs.String("id", "", "stream id: 1-64 of A-Z a-z 0-9 _ -")
+		sf = addSpecFlags(fs)
+	case "set":
+		sf = addSpecFlags(fs)
+	case "ls", "get", "rm":
+	default:
+		fmt.Fprint(stderr, streamsUsage)
+		return &app.BadInputError{Err: fmt.Errorf("unknown command %q", sub)}
+	}
+	// Allow the positional ID before the flags (vigil streams get cam1 -o json).
+	var pos []string
+	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	pos = append(pos, fs.Args()...)
+	if *output != "table" && *output != "json" {
+		return &app.BadInputError{Err: fmt.Errorf("-o %q: want table or json", *output)}
+	}
+	if _, err := url.ParseRequestURI(*apiURL); err != nil {
+		return &app.BadInputError{Err: fmt.Errorf("--api %q: %v", *apiURL, err)}
+	}
+	needID := sub == "get" || sub == "set" || sub == "rm"
+	if needID && len(pos) != 1 || !needID && len(pos) != 0 {
+		fs.Usage()
+		return &app.BadInputError{Err: fmt.Errorf("streams %s: wrong arguments %q", sub, pos)}
+	}
+	c, err := app.NewClient(*apiURL, *tokenFile, *ca)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch sub {
+	case "ls":
+		var out struct {
+			Streams []api.Stream `json:"streams"`
+		}
+		if err := c.Do(ctx, http.MethodGet, "/v1/streams", nil, &out); err != nil {
+			return err
+		}
+		return app.PrintStreams(stdout, *output, out.Streams, true)
+	case "get":
+		var s api.Stream
+		if err := c.Do(ctx, http.MethodGet, "/v1/streams/"+url.PathEscape(pos[0]), nil, &s); err != nil {
+			return err
+		}
+		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+	case "add":
+		body := sf.body()
+		body["id"] = *id
+		var s api.Stream
+		if err := c.Do(ctx, http.MethodPost, "/v1/streams", body, &s); err != nil {
+			return err
+		}
+		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+	case "set":
+		body := sf.body()
+		if len(body) == 0 {
+			return &app.BadInputError{Err: errors.New("streams set: give at least one field to change")}
+		}
+		var s api.Stream
+		if err := c.Do(ctx, http.MethodPatch, "/v1/streams/"+url.PathEscape(pos[0]), body, &s); err != nil {
+			return err
+		}
+		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+	default: // rm
+		if err := c.Do(ctx, http.MethodDelete, "/v1/streams/"+url.PathEscape(pos[0]), nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed %s\n", pos[0])
+		return nil
+	}
+}

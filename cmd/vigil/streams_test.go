@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/testenv"
+)
+
+// The API round trip through the CLI, against an in-process `vigil run`
+// with a bearer token.
+func TestStreamsCLIRoundTrip(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok-123\n"), 0o600))
+	c, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %q
+api: {listen: "127.0.0.1:0", token_file: %q}
+metrics: {listen: "off"}
+nats: {listen: "127.0.0.1:0"}
+pipeline: {progress_interval: 0s}
+`, t.TempDir(), tokenFile)), "cli.yaml")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan app.Endpoints, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, c, zap.NewNop(), nil, func(ep app.Endpoints) { ready <- ep }) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	ep := <-ready
+	common := []string{"--api", ep.API, "--token-file", tokenFile}
+	streams := func(args ...string) (int, string, string) {
+		return vigil(append([]string{"streams"}, append(args, common...)...)...)
+	}
+
+	rc, out, errOut := streams("add", "--id", "cam1", "--url", testenv.Media(t, "Megamind.avi"), "--realtime", "--loop", "--label", "site=hq", "--priority", "high")
+	require.Equal(t, 0, rc, errOut)
+	require.Contains(t, out, "cam1")
+	require.Contains(t, out, "STATE")
+
+	var s api.Stream
+	require.Eventually(t, func() bool {
+		rc, out, _ := streams("get", "cam1", "-o", "json")
+		return rc == 0 && json.Unmarshal([]byte(out), &s) == nil && s.Status != nil && s.Status.State == "running"
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, "hq", s.Labels["site"])
+	require.Equal(t, "high", s.Priority)
+	require.Equal(t, 720, s.Status.Width)
+	require.Equal(t, "mpeg4", s.Status.Codec)
+
+	rc, out, errOut = streams("set", "cam1", "--fps-limit", "5", "-o", "json")
+	require.Equal(t, 0, rc, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &s))
+	require.Equal(t, 5.0, s.FPSLimit)
+	require.Equal(t, "hq", s.Labels["site"], "set changes only the given fields")
+
+	rc, out, errOut = streams("ls", "-o", "json")
+	require.Equal(t, 0, rc, errOut)
+	var list []api.Stream
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Len(t, list, 1)
+	require.Eventually(t, func() bool { // restarted by set; table shows it running again
+		rc, out, _ := streams("ls")
+		return rc == 0 && strings.Contains(out, "720x528") && strings.Contains(out, "running")
+	}, 20*time.Second, 50*time.Millisecond)
+
+	rc, _, errOut = streams("add", "--id", "cam1", "--url", testenv.Media(t, "Megamind.avi"))
+	require.Equal(t, 2, rc, "a duplicate is bad input")
+	require.Contains(t, errOut, "already exists")
+	rc, _, errOut = streams("add", "--id", "x", "--url", "ftp://cam/1")
+	require.Equal(t, 2, rc)
+	require.Contains(t, errOut, "field url")
+
+	rc, out, errOut = streams("rm", "cam1")
+	require.Equal(t, 0, rc, errOut)
+	require.Contains(t, out, "removed cam1")
+	rc, out, _ = streams("ls", "-o", "json")
+	require.Equal(t, 0, rc)
+	require.Equal(t, "[]", strings.TrimSpace(out))
+	rc, _, errOut = streams("get", "cam1")
+	require.Equal(t, 2, rc)
+	require.Contains(t, errOut, "not found")
+
+	// Without the token the API refuses.
+	rc, _, errOut = vigil("streams", "ls", "--api", ep.API)
+	require.Equal(t, 2, rc)
+	require.Contains(t, errOut, "HTTP 401")
+}

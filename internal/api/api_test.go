@@ -1,0 +1,180 @@
+package api_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/natsserver"
+	"github.com/vigil-video/vigil/internal/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newServer runs the API over a real registry on an embedded NATS server
+// with JetStream.
+func newServer(t *testing.T, token string) (*httptest.Server, *registry.Registry) {
+	t.Helper()
+	ns, err := natsserver.Start("127.0.0.1:0", t.TempDir())
+	require.NoError(t, err)
+	nc, err := nats.Connect(ns.ClientURL())
+	require.NoError(t, err)
+	reg, err := registry.Open(context.Background(), nc, "test_streams", 1)
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(api.New(api.Options{Registry: reg, Token: token}).Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		nc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return srv, reg
+}
+
+// The OpenAPI document describes exactly the routes the server handles.
+func TestOpenAPIMatchesHandlers(t *testing.T) {
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."))
+	var documented, routed []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method == "parameters" {
+				continue
+			}
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	for _, r := range api.Routes {
+		routed = append(routed, r.Method+" "+r.Path)
+	}
+	sort.Strings(documented)
+	sort.Strings(routed)
+	require.Equal(t, routed, documented)
+
+	// Every documented operation reaches a handler (no 404/405 from the
+	// mux), and the served document is the embedded one.
+	srv, _ := newServer(t, "")
+	srv.Start()
+	for _, op := range documented {
+		method, path, _ := strings.Cut(op, " ")
+		req, _ := http.NewRequest(method, srv.URL+strings.ReplaceAll(path, "{id}", "nope"), strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NotEqual(t, http.StatusMethodNotAllowed, resp.StatusCode, op)
+		if resp.StatusCode == http.StatusNotFound {
+			require.Contains(t, string(b), "stream not found", "%s reached the handler", op)
+		}
+		if path == "/v1/openapi.json" {
+			require.JSONEq(t, string(api.OpenAPI), string(b))
+		}
+	}
+	resp, err := http.Get(srv.URL + "/v2/streams")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+func TestBearerToken(t *testing.T) {
+	srv, _ := newServer(t, "s3cret-token")
+	srv.Start()
+	for _, tc := range []struct {
+		auth string
+		code int
+	}{
+		{"", 401}, {"Bearer wrong", 401}, {"Basic czNjcmV0LXRva2Vu", 401}, {"Bearer s3cret-token", 200},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/streams", nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, tc.code, resp.StatusCode, tc.auth)
+		if tc.code == 401 {
+			require.Contains(t, string(b), `"field":"Authorization"`)
+			require.NotContains(t, string(b), "s3cret")
+		}
+	}
+}
+
+func TestTLS(t *testing.T) {
+	srv, _ := newServer(t, "")
+	cert := selfSigned(t)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	pool := x509.NewCertPool()
+	pool.AddCert(cert.Leaf)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(srv.URL + "/v1/streams")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, err = http.Get(srv.URL + "/v1/streams") // default roots do not trust it
+	require.Error(t, err)
+}
+
+func selfSigned(t *testing.T) tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vigil-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+// PATCH is a JSON merge patch: given fields replace, null removes.
+func TestPatchMerge(t *testing.T) {
+	srv, reg := newServer(t, "")
+	srv.Start()
+	resp, err := http.Post(srv.URL+"/v1/streams", "application/json",
+		strings.NewReader(`{"id":"p1","url":"/tmp/x.avi","labels":{"a":"1"},"priority":"low"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	req, _ := http.NewRequest("PATCH", srv.URL+"/v1/streams/p1", strings.NewReader(`{"priority":null,"fps_limit":5}`))
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	e, err := reg.Get(context.Background(), "p1")
+	require.NoError(t, err)
+	require.Equal(t, "", e.Spec.Priority)
+	require.Equal(t, 5.0, e.Spec.FPSLimit)
+	require.Equal(t, "1", e.Spec.Labels["a"])
+	require.Equal(t, "/tmp/x.avi", e.Spec.URL)
+}

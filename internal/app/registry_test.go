@@ -1,0 +1,270 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/rtsptest"
+	"github.com/vigil-video/vigil/internal/testenv"
+)
+
+func fileStream(t *testing.T, id, media string, extra string) string {
+	return fmt.Sprintf(`{"id":%q,"url":%q,"realtime":true,"loop":true%s}`, id, testenv.Media(t, media), extra)
+}
+
+// specsOnly is the stored registry without live status, for comparisons.
+func (v *vigil) specsOnly() string {
+	code, b := v.call("GET", "/v1/streams", "")
+	require.Equal(v.t, http.StatusOK, code)
+	var l struct{ Streams []api.Stream }
+	require.NoError(v.t, json.Unmarshal(b, &l))
+	for i := range l.Streams {
+		l.Streams[i].Status = nil
+	}
+	out, _ := json.Marshal(l.Streams)
+	return string(out)
+}
+
+func TestRestartRestoresStreams(t *testing.T) {
+	dir := t.TempDir()
+	v := startVigil(t, dir, `streams: [{id: seeded, url: "`+testenv.Media(t, "tree.avi")+`", realtime: true, loop: true}]`)
+	code, b := v.call("POST", "/v1/streams", fileStream(t, "added", "Megamind.avi", `,"labels":{"site":"lab"}`))
+	require.Equal(t, http.StatusCreated, code, string(b))
+	v.waitState("seeded", "running", 20*time.Second)
+	v.waitState("added", "running", 20*time.Second)
+	v.stop()
+
+	// Restart without the config stream: both come back from the bucket.
+	v2 := startVigil(t, dir, "")
+	s := v2.waitState("added", "running", 20*time.Second)
+	require.Equal(t, "lab", s.Labels["site"])
+	v2.waitState("seeded", "running", 20*time.Second)
+}
+
+func TestBadRequestsLeaveRegistryUnchanged(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "")
+	code, b := v.call("POST", "/v1/streams", fileStream(t, "cam1", "tree.avi", ""))
+	require.Equal(t, http.StatusCreated, code, string(b))
+	before := v.specsOnly()
+	mm := testenv.Media(t, "Megamind.avi")
+	for _, tc := range []struct {
+		name, method, path, body string
+		code                     int
+		field                    string
+	}{
+		{"bad id", "POST", "/v1/streams", `{"id":"a.b","url":"` + mm + `"}`, 400, "id"},
+		{"id too long", "POST", "/v1/streams", `{"id":"` + strings.Repeat("x", 65) + `","url":"` + mm + `"}`, 400, "id"},
+		{"missing url", "POST", "/v1/streams", `{"id":"x"}`, 400, "url"},
+		{"unsupported scheme", "POST", "/v1/streams", `{"id":"x","url":"ftp://cam/1"}`, 400, "url"},
+		{"unknown field", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","colour":"red"}`, 400, "colour"},
+		{"wrong type", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","fps_limit":"fast"}`, 400, "fps_limit"},
+		{"bad priority", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","priority":"urgent"}`, 400, "priority"},
+		{"unknown model", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","model":"nope"}`, 400, "model"},
+		{"bad timeout", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","stall_timeout":"-1s"}`, 400, "stall_timeout"},
+		{"malformed JSON", "POST", "/v1/streams", `{"id":`, 400, ""},
+		{"oversized body", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","labels":{"a":"` + strings.Repeat("y", 70000) + `"}}`, 413, ""},
+		{"duplicate id", "POST", "/v1/streams", `{"id":"cam1","url":"` + mm + `"}`, 409, "id"},
+		{"patch changes id", "PATCH", "/v1/streams/cam1", `{"id":"cam2"}`, 400, "id"},
+		{"patch bad transport", "PATCH", "/v1/streams/cam1", `{"transport":"sctp"}`, 400, "transport"},
+		{"patch unknown field", "PATCH", "/v1/streams/cam1", `{"fps":3}`, 400, "fps"},
+		{"patch missing stream", "PATCH", "/v1/streams/nope", `{"loop":false}`, 404, "id"},
+		{"delete bad id", "DELETE", "/v1/streams/a.b", "", 400, "id"},
+		{"delete missing", "DELETE", "/v1/streams/nope", "", 404, "id"},
+		{"get bad id", "GET", "/v1/streams/%2e%2e", "", 400, "id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, b := v.call(tc.method, tc.path, tc.body)
+			require.Equal(t, tc.code, code, string(b))
+			var e api.Error
+			require.NoError(t, json.Unmarshal(b, &e), "a JSON error body: %s", b)
+			require.NotEmpty(t, e.Error)
+			require.Equal(t, tc.field, e.Field, e.Error)
+		})
+	}
+	req, _ := http.NewRequest("POST", v.ep.API+"/v1/streams", strings.NewReader(`{"id":"x","url":"`+mm+`"}`))
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+
+	require.Equal(t, before, v.specsOnly(), "the registry is unchanged")
+}
+
+func TestConcurrentCreateDelete(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "")
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("c%d", i)
+			body := fmt.Sprintf(`{"id":%q,"url":%q,"realtime":true,"loop":true,"fps_limit":2}`, id, testenv.Media(t, "tree.avi"))
+			if code, b := post(v.ep.API+"/v1/streams", body); code != http.StatusCreated {
+				errs <- fmt.Sprintf("create %s: %d %s", id, code, b)
+			}
+			if i%2 == 0 { // half are deleted again at once
+				if code, b := do("DELETE", v.ep.API+"/v1/streams/"+id); code != http.StatusNoContent {
+					errs <- fmt.Sprintf("delete %s: %d %s", id, code, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("c%d", i)
+		if i%2 == 0 {
+			_, ok := v.stream(id)
+			require.False(t, ok, id)
+		} else {
+			v.waitState(id, "running", 30*time.Second)
+		}
+	}
+}
+
+func post(url, body string) (int, string) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func do(method, url string) (int, string) {
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// After 20 add/remove cycles the goroutine count is back where it started.
+func TestAddRemoveCyclesLeakNoGoroutines(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "")
+	v.call("GET", "/v1/streams", "") // warm the HTTP keep-alive connection
+	time.Sleep(200 * time.Millisecond)
+	base := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		code, b := v.call("POST", "/v1/streams", fileStream(t, "cyc", "tree.avi", ""))
+		require.Equal(t, http.StatusCreated, code, string(b))
+		v.waitState("cyc", "running", 20*time.Second)
+		code, _ = v.call("DELETE", "/v1/streams/cyc", "")
+		require.Equal(t, http.StatusNoContent, code)
+		require.Eventually(t, func() bool { _, ok := v.stream("cyc"); return !ok }, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+2 }, 10*time.Second, 50*time.Millisecond,
+		"goroutines: %d now, %d before", runtime.NumGoroutine(), base)
+}
+
+// Credentials in a stream URL (the password holds @ : / %, percent-encoded
+// as RFC 3986 requires) appear in no log line, API response, event or
+// metric.
+func TestCredentialsRedacted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // a camera that refuses connections: errors mention the URL
+	v := startVigil(t, t.TempDir(), "")
+	ev := v.events("sec")
+	url := "rtsp://admin:p%40ss%3Aw0rd%2Fx%25y@" + addr + "/stream1"
+	code, b := v.call("POST", "/v1/streams", `{"id":"sec","url":"`+url+`","stall_timeout":"1s"}`)
+	require.Equal(t, http.StatusCreated, code, string(b))
+	s := v.waitState("sec", "reconnecting", 20*time.Second)
+	require.Equal(t, "rtsp://admin:***@"+addr+"/stream1", s.URL)
+	require.Contains(t, s.Status.LastError, "admin:***@")
+	require.Eventually(t, func() bool { return len(ev.all()) >= 2 }, 10*time.Second, 20*time.Millisecond)
+
+	_, list := v.call("GET", "/v1/streams", "")
+	resp, err := http.Get("http://" + v.ep.Metrics + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var events strings.Builder
+	for _, e := range ev.all() {
+		events.WriteString(e.Raw)
+	}
+	for what, text := range map[string]string{"logs": v.logs.String(), "API": string(b) + string(list), "events": events.String(), "metrics": string(metrics)} {
+		for _, secret := range []string{"p%40ss", "p@ss", "w0rd"} {
+			require.NotContains(t, text, secret, "%s leak the password", what)
+		}
+	}
+	require.Contains(t, v.logs.String(), "admin:***@", "the logs do mention the (redacted) URL")
+}
+
+// Outage: the RTSP server of one camera goes away and comes back; the stream
+// goes reconnecting (event within stall_timeout + 1 s), runs again within
+// the backoff cap, and a second, healthy stream keeps its frame rate.
+func TestOutageAndRecovery(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
+	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
+	v := startVigil(t, t.TempDir(), "")
+	ev := v.events("cam")
+	frames := v.countFrames()
+	code, b := v.call("POST", "/v1/streams", `{"id":"cam","url":"`+srv.URL+`","stall_timeout":"2s"}`)
+	require.Equal(t, http.StatusCreated, code, string(b))
+	code, b = v.call("POST", "/v1/streams", fileStream(t, "healthy", "Megamind.avi", ""))
+	require.Equal(t, http.StatusCreated, code, string(b))
+	v.waitState("cam", "running", 30*time.Second)
+	v.waitState("healthy", "running", 30*time.Second)
+	time.Sleep(2 * time.Second)
+
+	down := time.Now()
+	srv.Stop()
+	require.Eventually(t, func() bool { _, ok := ev.first("reconnecting", down); return ok }, 10*time.Second, 10*time.Millisecond)
+	e, _ := ev.first("reconnecting", down)
+	require.Less(t, e.Received.Sub(down), 2*time.Second+time.Second, "event within stall_timeout + 1 s")
+	require.NotEmpty(t, e.Reason)
+	v.waitState("cam", "reconnecting", 5*time.Second)
+	time.Sleep(6 * time.Second)
+
+	up := time.Now()
+	srv.Restart(t)
+	s := v.waitState("cam", "running", 35*time.Second)
+	require.Less(t, time.Since(up), 30*time.Second+5*time.Second, "running again within the backoff cap")
+	require.GreaterOrEqual(t, s.Status.Reconnects, 1)
+
+	// The healthy stream (23.98 fps) kept its rate while the other was down.
+	n := frames.between("healthy", down, up)
+	want := 23.98 * up.Sub(down).Seconds()
+	require.GreaterOrEqual(t, float64(n), 0.85*want, "healthy stream: %d frames in %.1f s", n, up.Sub(down).Seconds())
+}
+
+// A server that keeps the RTSP session open but stops sending is detected
+// as stalled within stall_timeout.
+func TestStallDetected(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
+	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true, StallAfter: 4 * time.Second})
+	v := startVigil(t, t.TempDir(), "")
+	ev := v.events("stall")
+	code, b := v.call("POST", "/v1/streams", `{"id":"stall","url":"`+srv.URL+`","stall_timeout":"2s"}`)
+	require.Equal(t, http.StatusCreated, code, string(b))
+	v.waitState("stall", "running", 30*time.Second)
+	s := v.waitState("stall", "reconnecting", 15*time.Second)
+	require.Contains(t, s.Status.LastError, "timed out")
+	last := s.Status.LastFrame
+	e, ok := ev.first("reconnecting", time.Time{})
+	require.True(t, ok)
+	require.Less(t, e.Time.Sub(last), 2*time.Second+time.Second, "stall detected within stall_timeout (+1 s)")
+}
