@@ -250,6 +250,19 @@ func TestRedactURL(t *testing.T) {
 	require.Equal(t, "rtsp://cam/s1", decode.RedactURL("rtsp://cam/s1"))
 	require.Equal(t, "/a/b.avi", decode.RedactURL("/a/b.avi"))
 	require.NotContains(t, decode.RedactURL("rtsp://a:b%zz@h/"), "b%zz")
+	// Passwords holding @ : / %: percent-encoded as RFC 3986 wants, or
+	// with raw @ and : (the last @ ends the user info), or with a stray %.
+	for in, want := range map[string]string{
+		"rtsp://admin:p%40ss%3Aw0rd%2Fx%25y@10.0.0.5/s": "rtsp://admin:***@10.0.0.5/s",
+		"rtsp://admin:p@ss:w0rd@10.0.0.5:554/s":         "rtsp://admin:***@10.0.0.5:554/s",
+		"rtsp://admin:p@ss:w0%rd@10.0.0.5/s":            "rtsp://***@10.0.0.5/s",
+	} {
+		got := decode.RedactURL(in)
+		require.Equal(t, want, got, in)
+		for _, secret := range []string{"p%40ss", "p@ss", "w0rd", "w0%rd"} {
+			require.NotContains(t, got, secret)
+		}
+	}
 }
 
 func TestScalerResize(t *testing.T) {

@@ -136,7 +136,9 @@ type stream struct {
 }
 
 func (s *stream) transition(st State, reason string, attempt int) {
-	if !s.c.Status.set(st, reason) && st != StateReconnecting {
+	// Starting is announced even though a new Status already says so;
+	// every reconnect attempt is announced.
+	if !s.c.Status.set(st, reason) && st != StateReconnecting && st != StateStarting {
 		return
 	}
 	if s.c.OnEvent != nil {

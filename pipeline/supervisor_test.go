@@ -1,0 +1,105 @@
+package pipeline_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// panicAt wraps the real engine and panics on one frame, as a crash in a
+// C library reached through cgo would surface in Go.
+type panicAt struct {
+	pipeline.Engine
+	mu sync.Mutex
+	n  int
+	at int
+}
+
+func (p *panicAt) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	p.mu.Unlock()
+	if n == p.at {
+		panic("simulated crash in the engine")
+	}
+	return p.Engine.Detect(img, st, dst)
+}
+
+// A panic inside one stream fails that stream only; the other keeps running.
+func TestPanicFailsOnlyItsStream(t *testing.T) {
+	eng := engine(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := pipeline.NewSupervisor(ctx)
+	var events []pipeline.Event
+	var mu sync.Mutex
+	build := func(id string, e pipeline.Engine) func(*pipeline.Status) (pipeline.StreamConfig, error) {
+		return func(*pipeline.Status) (pipeline.StreamConfig, error) {
+			src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true, Loop: true})
+			if err != nil {
+				return pipeline.StreamConfig{}, err
+			}
+			return pipeline.StreamConfig{ID: id, Source: src, Engine: e, Sink: &collectSink{}, OnEvent: func(ev pipeline.Event) {
+				mu.Lock()
+				events = append(events, ev)
+				mu.Unlock()
+			}}, nil
+		}
+	}
+	require.True(t, sup.Apply("bad", "v1", build("bad", &panicAt{Engine: eng, at: 10})))
+	require.True(t, sup.Apply("good", "v1", build("good", eng)))
+	require.False(t, sup.Apply("good", "v1", build("good", eng)), "same version: untouched")
+
+	require.Eventually(t, func() bool { s, _ := sup.Status("bad"); return s.State == pipeline.StateFailed }, 20*time.Second, 20*time.Millisecond)
+	s, _ := sup.Status("bad")
+	require.Contains(t, s.LastError, "panic: simulated crash")
+	g, _ := sup.Status("good")
+	require.Equal(t, pipeline.StateRunning, g.State)
+	time.Sleep(1500 * time.Millisecond)
+	g2, _ := sup.Status("good")
+	require.Equal(t, pipeline.StateRunning, g2.State)
+	require.True(t, g2.LastFrame.After(g.LastFrame), "the good stream keeps going")
+
+	mu.Lock()
+	var types []string
+	for _, e := range events {
+		if e.StreamID == "bad" {
+			types = append(types, string(e.Type))
+		}
+	}
+	mu.Unlock()
+	require.Equal(t, "starting running failed", strings.Join(types, " "))
+
+	require.True(t, sup.Remove("good"))
+	require.True(t, sup.Remove("bad"))
+	require.False(t, sup.Remove("bad"))
+	cancel()
+	sup.Wait()
+}
+
+// A build error (e.g. a model that does not load) marks the stream failed
+// without running it.
+func TestSupervisorBuildError(t *testing.T) {
+	sup := pipeline.NewSupervisor(context.Background())
+	sup.Apply("x", "v1", func(*pipeline.Status) (pipeline.StreamConfig, error) {
+		return pipeline.StreamConfig{}, context.DeadlineExceeded
+	})
+	s, ok := sup.Status("x")
+	require.True(t, ok)
+	require.Equal(t, pipeline.StateFailed, s.State)
+	sup.Apply("x", "v2", nil)
+	s, _ = sup.Status("x")
+	require.Equal(t, pipeline.StateStopped, s.State, "nil build: disabled")
+	require.Equal(t, []string{"x"}, sup.IDs())
+	sup.Remove("x")
+	sup.Wait()
+}
