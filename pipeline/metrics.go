@@ -19,6 +19,10 @@ const (
 	DropInferError DropReason = "infer_error"
 	// DropPublishError: the sink could not deliver the result.
 	DropPublishError DropReason = "publish_error"
+	// DropStale: a live frame arrived more than StaleAfter behind the
+	// stream's own timeline (a burst after a network cut): processing it
+	// late would only add latency.
+	DropStale DropReason = "stale"
 	// DropRateLimit: the frame came sooner than the stream's fps_limit allows.
 	DropRateLimit DropReason = "rate_limit"
 )

@@ -27,6 +27,12 @@ type StreamConfig struct {
 	// FPSLimit, when positive, drops frames (reason rate_limit) that come
 	// less than 1/FPSLimit seconds of PTS after the last frame let through.
 	FPSLimit float64
+	// StaleAfter (live sources; default 2 s, negative disables) drops
+	// frames that arrive more than this far behind the stream's timeline,
+	// judged by arrival − PTS against its minimum on this connection. A
+	// frame stays stale for at most StaleAfter of wall time: after that the
+	// timeline is re-anchored (the camera reset its PTS).
+	StaleAfter time.Duration
 	// Lossless makes the source wait for room in the queue instead of
 	// dropping the oldest frame: for offline processing of files, where
 	// every frame must be processed and latency does not matter.
@@ -80,6 +86,9 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	if c.Status == nil {
 		c.Status = NewStatus(StateStarting)
 	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 2 * time.Second
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger, ctx: ctx}
@@ -130,6 +139,7 @@ type stream struct {
 	codec func() string
 	got   bool // the current connection delivered a frame (ingest goroutine only)
 	ended bool // a non-live source reached its end
+	stale staleness
 	// limitPTS is the PTS of the last frame let through by FPSLimit.
 	limitPTS    float64
 	hasLimitPTS bool
@@ -162,6 +172,7 @@ func (s *stream) ingest(ctx context.Context) error {
 	s.transition(StateStarting, "", 1)
 	for attempt := 1; ; attempt++ {
 		s.got = false
+		s.stale = staleness{} // a new connection has a new timeline
 		err := s.runSource(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -211,6 +222,11 @@ func (s *stream) emit(f *Frame) {
 	s.m.decoded.Inc()
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)
+	}
+	if s.c.Live && s.c.StaleAfter > 0 && s.stale.isStale(f, s.c.StaleAfter) {
+		f.Image.Release()
+		s.dropped(StageIngest, DropStale)
+		return
 	}
 	if s.c.FPSLimit > 0 {
 		// 1 % slack so that a 30 fps source under a 30 fps cap is not
@@ -298,4 +314,34 @@ func (r *rateLimited) log(l *zap.Logger, msg string, err error) {
 	}
 	l.Error(msg, zap.Error(err), zap.Int("suppressed", r.suppressed))
 	r.last, r.suppressed = time.Now(), 0
+}
+
+// staleness judges live frames against the stream's own timeline: offset =
+// arrival − PTS is constant for a camera delivering in real time and grows
+// for frames that were held up (e.g. 20 s of frames flushed at once after
+// a network cut on RTSP/TCP).
+type staleness struct {
+	minOffset  time.Duration
+	anchored   bool
+	staleSince time.Time // first of the current run of stale frames
+}
+
+func (st *staleness) isStale(f *Frame, after time.Duration) bool {
+	off := time.Duration(f.Arrival.UnixNano() - int64(f.PTS*1e9))
+	if !st.anchored || off < st.minOffset {
+		st.minOffset, st.anchored, st.staleSince = off, true, time.Time{}
+		return false
+	}
+	if off-st.minOffset <= after {
+		st.staleSince = time.Time{}
+		return false
+	}
+	if st.staleSince.IsZero() {
+		st.staleSince = f.Arrival
+	}
+	if f.Arrival.Sub(st.staleSince) > after { // PTS jumped back: re-anchor
+		st.minOffset, st.staleSince = off, time.Time{}
+		return false
+	}
+	return true
 }

@@ -213,7 +213,8 @@ func TestCredentialsRedacted(t *testing.T) {
 	require.Contains(t, v.logs.String(), "admin:***@", "the logs do mention the (redacted) URL")
 }
 
-// Outage: the RTSP server of one camera goes away and comes back; the stream
+// Outage / camera reboot: the RTSP server of one camera goes away for 15 s
+// and comes back; the stream
 // goes reconnecting (event within stall_timeout + 1 s), runs again within
 // the backoff cap, and a second, healthy stream keeps its frame rate.
 func TestOutageAndRecovery(t *testing.T) {
@@ -237,7 +238,9 @@ func TestOutageAndRecovery(t *testing.T) {
 	require.Less(t, e.Received.Sub(down), 2*time.Second+time.Second, "event within stall_timeout + 1 s")
 	require.NotEmpty(t, e.Reason)
 	v.waitState("cam", "reconnecting", 5*time.Second)
-	time.Sleep(6 * time.Second)
+	// A camera reboot: 15 s away, then back as a new server process (new
+	// SSRC, new RTP sequence numbers and timestamps).
+	time.Sleep(15*time.Second - time.Since(down))
 
 	up := time.Now()
 	srv.Restart(t)

@@ -104,6 +104,16 @@ type Options struct {
 	// RTSP session and its TCP connection open. Timed per shared media: it
 	// starts again only after every client has left.
 	StallAfter time.Duration
+	// FirstFrameDelay, when positive, makes the server send its first RTP
+	// packet this long after the stream starts playing (the first PLAY),
+	// like a camera that takes that long to deliver its first frame.
+	// DESCRIBE, SETUP and PLAY are answered at once and the TCP connection
+	// stays open meanwhile; then the stream flows normally from its
+	// beginning (and loops with Loop). The delay shifts the stream's
+	// timeline, so the RTP timestamps start FirstFrameDelay later too.
+	// Timed per shared media, like StallAfter; StallAfter still counts from
+	// the first DESCRIBE, so include the delay in it when combining them.
+	FirstFrameDelay time.Duration
 	// Port is the TCP port to listen on, on 127.0.0.1; 0 picks a free one.
 	Port int
 }
@@ -210,6 +220,9 @@ func (s *Server) launch() error {
 	}
 	if s.opts.StallAfter > 0 {
 		args = append(args, "--stall-after", strconv.FormatFloat(s.opts.StallAfter.Seconds(), 'f', -1, 64))
+	}
+	if s.opts.FirstFrameDelay > 0 {
+		args = append(args, "--first-frame-delay", strconv.FormatFloat(s.opts.FirstFrameDelay.Seconds(), 'f', -1, 64))
 	}
 	cmd := exec.Command(py, args...)
 	// The pipe stays open until Wait; if this process dies without

@@ -45,6 +45,8 @@ def main():
     ap.add_argument("--loop", action="store_true", help="repeat the file forever")
     ap.add_argument("--stall-after", type=float, default=0,
                     help="stop sending RTP after this many seconds (0: never)")
+    ap.add_argument("--first-frame-delay", type=float, default=0,
+                    help="send the first RTP packet this many seconds late")
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="also exit when stdin closes (the parent died)")
     args = ap.parse_args()
@@ -80,9 +82,36 @@ def main():
             Gst.PadProbeType.BLOCK_DOWNSTREAM, lambda _pad, _info: Gst.PadProbeReturn.OK)
         return GLib.SOURCE_REMOVE
 
+    # The pad offset of --first-frame-delay delays RTP at the sinks only: the
+    # RTP session (upstream of them) already counts the packets, and would
+    # send sender reports during the delay. Drop RTCP until the same
+    # running time, so that the connection is really silent.
+    def hush_rtcp(media, delay):
+        def drop_early(pad, _info):
+            el = pad.get_parent_element()
+            clock = el.get_clock() if el else None
+            if clock is None or clock.get_time() - el.get_base_time() < delay:
+                return Gst.PadProbeReturn.DROP
+            return Gst.PadProbeReturn.OK
+
+        def on_pad(pad):
+            if pad.get_name().startswith("send_rtcp_src"):
+                pad.add_probe(Gst.PadProbeType.BUFFER | Gst.PadProbeType.BUFFER_LIST, drop_early)
+
+        def on_element(el):
+            factory = el.get_factory()
+            if factory and factory.get_name() == "rtpbin":
+                el.iterate_src_pads().foreach(on_pad)
+
+        media.get_element().get_parent().iterate_recurse().foreach(on_element)
+
     def on_configure(_factory, media):
         parse = media.get_element().get_by_name("parse")
         parse.get_static_pad("src").add_probe(Gst.PadProbeType.BUFFER, set_pts)
+        if args.first_frame_delay > 0:
+            delay = int(args.first_frame_delay * Gst.SECOND)
+            parse.get_static_pad("src").set_offset(delay)
+            media.connect("prepared", hush_rtcp, delay)
         if args.stall_after > 0:
             GLib.timeout_add(int(args.stall_after * 1000), stall, parse)
 
