@@ -3,8 +3,9 @@ package decode
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
+
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 // ErrUnsupportedScheme is returned (wrapped) for a URL whose scheme vigil
@@ -44,30 +45,6 @@ func ParseURL(raw string) (Kind, string, error) {
 	}
 }
 
-// RedactURL replaces the password of a URL's user info with "***", so that
-// rtsp://user:secret@cam/ becomes rtsp://user:***@cam/. Strings that do not
-// parse as URLs are returned unchanged when they hold no "@", and with
-// everything before the last "@" of the authority masked otherwise.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "***")
-			return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
-		}
-		return raw
-	}
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			rest := raw[i+3:]
-			end := strings.IndexAny(rest, "/?#")
-			if end < 0 {
-				end = len(rest)
-			}
-			if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-				return raw[:i+3] + "***" + rest[at:]
-			}
-		}
-	}
-	return raw
-}
+// RedactURL replaces the password of a URL's user info with "***"
+// (rtsp://user:secret@cam/ becomes rtsp://user:***@cam/); see redact.URL.
+func RedactURL(raw string) string { return redact.URL(raw) }

@@ -65,6 +65,14 @@ func (s *Stats) addOut(id string, total time.Duration, dets int) {
 	s.mu.Unlock()
 }
 
+// Register makes a stream appear in snapshots (with zeros) before its
+// first frame, so a camera that never delivers shows as 0 fps.
+func (s *Stats) Register(id string) {
+	s.mu.Lock()
+	s.get(id)
+	s.mu.Unlock()
+}
+
 // Remove forgets a stream (it was removed or disabled).
 func (s *Stats) Remove(id string) {
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -49,10 +50,11 @@ type NATS struct {
 var _ pipeline.Sink = (*NATS)(nil)
 
 // DialNATS connects to o.URL, retrying the initial connect for up to 10 s
-// and reconnecting forever afterwards (messages published while
-// disconnected are buffered by the client, up to its 8 MiB reconnect
-// buffer). It returns an error naming the URL if no server answers.
-func DialNATS(o NATSOptions) (*NATS, error) {
+// (or until ctx ends) and reconnecting forever afterwards (messages
+// published while disconnected are buffered by the client, up to its 8 MiB
+// reconnect buffer). It returns an error naming the URL, credentials
+// redacted, if no server answers.
+func DialNATS(ctx context.Context, o NATSOptions) (*NATS, error) {
 	if o.Prefix == "" {
 		o.Prefix = "vigil"
 	}
@@ -79,10 +81,14 @@ func DialNATS(o NATSOptions) (*NATS, error) {
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting to NATS at %s: %w", redact.URLs(o.URL), ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", redact.URLs(o.URL), err)
 	}
 	return &NATS{nc: nc, prefix: o.Prefix}, nil
 }

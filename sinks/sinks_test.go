@@ -44,7 +44,7 @@ func TestNATSPublish(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, sub.Flush())
 
-	s, err := sinks.DialNATS(sinks.NATSOptions{URL: ns.ClientURL()})
+	s, err := sinks.DialNATS(context.Background(), sinks.NATSOptions{URL: ns.ClientURL()})
 	require.NoError(t, err)
 	r := result(42)
 	require.NoError(t, s.Publish(context.Background(), r))
@@ -73,7 +73,7 @@ func TestNATSPublish(t *testing.T) {
 
 func TestDialNATSUnreachable(t *testing.T) {
 	start := time.Now()
-	_, err := sinks.DialNATS(sinks.NATSOptions{URL: "nats://127.0.0.1:1"})
+	_, err := sinks.DialNATS(context.Background(), sinks.NATSOptions{URL: "nats://127.0.0.1:1"})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "127.0.0.1:1")
 	require.Less(t, time.Since(start), 20*time.Second)

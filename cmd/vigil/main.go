@@ -20,6 +20,7 @@ import (
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -97,14 +98,24 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parse parses flags, also after positional arguments ("vigil detect
+// FILE --max-frames 5"); fs.Args() then holds the positionals.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &app.BadInputError{Err: err}
 		}
-		return &app.BadInputError{Err: err}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	return nil
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 func loadConfig(path string) (config.Config, error) {
@@ -161,7 +172,8 @@ func cmdRun(args []string, stderr io.Writer) error {
 	ctx, stop := signalContext(stderr, 15*time.Second)
 	defer stop()
 	return app.Run(ctx, c, log, stderr, func(ep app.Endpoints) {
-		fmt.Fprintf(stderr, "vigil: ready; NATS %s; watch with: vigil tail --nats %s\n", ep.NATS, ep.NATS)
+		nats := redact.URLs(ep.NATS)
+		fmt.Fprintf(stderr, "vigil: ready; NATS %s; watch with: vigil tail --nats %s\n", nats, nats)
 		if ep.API != "" {
 			fmt.Fprintf(stderr, "vigil: API %s/v1/streams; manage streams with: vigil streams ls --api %s\n", ep.API, ep.API)
 		}
@@ -225,6 +237,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	cfgPath := fs.String("config", "", "optional config file for models and infer settings")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if o.Duration <= 0 {
+		return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {

@@ -208,7 +208,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		ep.NATS = ns.ClientURL()
 		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", filepath.Join(c.DataDir, "jetstream")))
 	}
-	sink, err := sinks.DialNATS(sinks.NATSOptions{URL: ep.NATS, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
+	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
 	if err != nil {
 		return err
 	}

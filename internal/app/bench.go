@@ -132,7 +132,7 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 		return r, err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	sink, err := sinks.DialNATS(sinks.NATSOptions{URL: ns.ClientURL()})
+	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ns.ClientURL()})
 	if err != nil {
 		return r, err
 	}

@@ -67,6 +67,7 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	if err != nil {
 		return pipeline.StreamConfig{}, err
 	}
+	s.stats.Register(sp.ID)
 	return pipeline.StreamConfig{
 		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: s.c.Pipeline.QueueSize,
 		Live: src.Live(), FPSLimit: sp.FPSLimit, Logger: log, Metrics: s.metrics, Stats: s.stats,

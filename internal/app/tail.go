@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -40,7 +41,7 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 	}
 	nc, err := nats.Connect(o.URL, nats.Name("vigil-tail"), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w (is vigil run up? see --nats)", o.URL, err)
+		return fmt.Errorf("connecting to NATS at %s: %w (is vigil run up? see --nats)", redact.URLs(o.URL), err)
 	}
 	defer nc.Close()
 	msgs := make(chan *nats.Msg, 256)

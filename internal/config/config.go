@@ -20,6 +20,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 )
 
@@ -283,6 +284,10 @@ func (c *Config) fill() {
 	}
 }
 
+// MaxQueueSize bounds queue_size: a queue is latency, and 1000 frames is
+// over 30 s of a 30 fps camera.
+const MaxQueueSize = 1000
+
 var registryBucket = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidID matches stream ids: they become NATS subject tokens and metric
@@ -340,8 +345,20 @@ func (c *Config) Validate() error {
 	if c.NATS.SubjectPrefix == "" || strings.ContainsAny(c.NATS.SubjectPrefix, " .*>\t") {
 		p.add("nats.subject_prefix", "%q: want one subject token (no spaces, dots, * or >)", c.NATS.SubjectPrefix)
 	}
-	if c.Pipeline.QueueSize < 1 {
-		p.add("pipeline.queue_size", "%d: want at least 1", c.Pipeline.QueueSize)
+	if c.Pipeline.QueueSize < 1 || c.Pipeline.QueueSize > MaxQueueSize {
+		p.add("pipeline.queue_size", "%d: want 1 to %d", c.Pipeline.QueueSize, MaxQueueSize)
+	}
+	if c.Infer.IntraOpThreads < 0 || c.Infer.IntraOpThreads > 256 {
+		p.add("infer.intra_op_threads", "%d: want 0 (ONNX Runtime chooses) to 256", c.Infer.IntraOpThreads)
+	}
+	if c.NATS.URL != "" {
+		for _, u := range strings.Split(c.NATS.URL, ",") {
+			u = strings.TrimSpace(u)
+			scheme, _, ok := strings.Cut(u, "://")
+			if !ok || (scheme != "nats" && scheme != "tls" && scheme != "ws" && scheme != "wss") {
+				p.add("nats.url", "%q: want nats://, tls://, ws:// or wss:// URLs, comma-separated", redact.URL(u))
+			}
+		}
 	}
 	if c.Pipeline.ProgressInterval != nil && c.Pipeline.ProgressInterval.Duration < 0 {
 		p.add("pipeline.progress_interval", "must not be negative")
@@ -387,14 +404,14 @@ func (c *Config) Validate() error {
 		if s.Transport != "tcp" && s.Transport != "udp" {
 			p.add(f+".transport", "%q: want tcp or udp", s.Transport)
 		}
-		if s.QueueSize < 1 {
-			p.add(f+".queue_size", "%d: want at least 1", s.QueueSize)
+		if s.QueueSize < 1 || s.QueueSize > MaxQueueSize {
+			p.add(f+".queue_size", "%d: want 1 to %d", s.QueueSize, MaxQueueSize)
 		}
 		if s.OpenTimeout.Duration < 0 || s.StallTimeout.Duration < 0 {
 			p.add(f, "timeouts must not be negative")
 		}
-		if s.DecodeThreads < 0 {
-			p.add(f+".decode_threads", "%d: must not be negative", s.DecodeThreads)
+		if s.DecodeThreads < 0 || s.DecodeThreads > 64 {
+			p.add(f+".decode_threads", "%d: want 0 (FFmpeg chooses) to 64", s.DecodeThreads)
 		}
 		// Fields shared with the registry spec; id, url and transport are
 		// checked above with all problems reported, not just the first.
@@ -406,7 +423,7 @@ func (c *Config) Validate() error {
 		if m, err := c.ResolveModel(s.Model); err != nil {
 			p.add(f+".model", "%v", err)
 		} else if _, err := os.Stat(m.File); err != nil {
-			p.add(f+".model", "model file %s does not exist (run `make setup`, or set infer.models_dir)", m.File)
+			p.add(f+".model", "model file %s does not exist (%s)", m.File, missingModelHint(m.Name))
 		}
 	}
 	return p.err()
@@ -440,7 +457,7 @@ func (c *Config) CheckModel(ref string) error {
 		return err
 	}
 	if _, err := os.Stat(m.File); err != nil {
-		return fmt.Errorf("model file %s does not exist", m.File)
+		return fmt.Errorf("model file %s does not exist (%s)", m.File, missingModelHint(m.Name))
 	}
 	return nil
 }
@@ -459,10 +476,25 @@ func (c *Config) ResolveModel(ref string) (infer.Model, error) {
 		return m, nil
 	}
 	if infer.IsPath(ref) {
-		return infer.Model{Name: strings.TrimSuffix(ref[strings.LastIndexByte(ref, '/')+1:], ".onnx"), File: ref}, nil
+		file := ref
+		if !filepath.IsAbs(ref) {
+			// Relative: the working directory first, then models_dir.
+			if _, err := os.Stat(ref); err != nil {
+				file = filepath.Join(c.Infer.ModelsDir, ref)
+			}
+		}
+		return infer.Model{Name: strings.TrimSuffix(filepath.Base(ref), ".onnx"), File: file}, nil
 	}
 	return infer.Model{}, fmt.Errorf("unknown model %q (built-in: %s; or define it under models, or give an .onnx path)",
 		ref, strings.Join(infer.BuiltinNames(), ", "))
+}
+
+// missingModelHint says how to get a model file.
+func missingModelHint(name string) string {
+	if name == "yolox-nano" {
+		return "make setup does not install it: no reachable registry has it; copy yolox_nano.onnx into infer.models_dir"
+	}
+	return "run `make setup`, or set infer.models_dir"
 }
 
 type problems []string

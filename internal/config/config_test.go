@@ -81,3 +81,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestLimitsAndRelativeModelPaths(t *testing.T) {
+	_, err := Parse([]byte(`
+pipeline: {queue_size: 2000000000}
+infer: {intra_op_threads: -5}
+nats: {url: "garbage://x,nats://u:hunter2@h:4222"}
+streams:
+  - {id: a, url: /x.avi, decode_threads: 100000, queue_size: 5000}
+`), "limits.yaml")
+	require.Error(t, err)
+	for _, want := range []string{"pipeline.queue_size", "infer.intra_op_threads", "nats.url", "streams[0].decode_threads", "streams[0].queue_size"} {
+		require.Contains(t, err.Error(), want)
+	}
+	require.NotContains(t, err.Error(), "hunter2")
+
+	dir := t.TempDir()
+	c := Default()
+	c.Infer.ModelsDir = dir
+	m, err := c.ResolveModel("sub/model.onnx")
+	require.NoError(t, err)
+	require.Equal(t, dir+"/sub/model.onnx", m.File, "relative paths not in the working directory resolve in models_dir")
+	require.Contains(t, c.CheckModel("yolox-nano").Error(), "make setup does not install it")
+}

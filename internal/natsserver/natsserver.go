@@ -28,6 +28,13 @@ func Start(listen, storeDir string) (*server.Server, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// Fail at once on a port in use, rather than after the 10 s wait.
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS cannot listen on %s: %w (is another vigil or NATS server running? set nats.listen)", listen, err)
+		}
+		ln.Close()
 	}
 	opts := &server.Options{
 		ServerName: "vigil-embedded", Host: host, Port: port,

@@ -9,6 +9,10 @@
 //	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
 //	// ... open srv.URL ...
 //
+// Options.StallAfter and Options.FirstFrameDelay make the server misbehave
+// like a real camera; StartProxy puts a TCP proxy in front of it (or of any
+// TCP server) whose Pause and Resume simulate a network cut.
+//
 // It needs python3 with the gi module and gir1.2-gst-rtsp-server-1.0,
 // gstreamer1.0-plugins-{base,good,bad}, and the ffmpeg CLI with libx264.
 package rtsptest
@@ -111,8 +115,11 @@ type Options struct {
 	// stays open meanwhile; then the stream flows normally from its
 	// beginning (and loops with Loop). The delay shifts the stream's
 	// timeline, so the RTP timestamps start FirstFrameDelay later too.
-	// Timed per shared media, like StallAfter; StallAfter still counts from
-	// the first DESCRIBE, so include the delay in it when combining them.
+	// RTCP is held back too, so the connection is silent. Timed per shared
+	// media, like StallAfter: a client that gives up and reconnects after
+	// every client has left waits the whole delay again (as with a camera
+	// that needs that long per session). StallAfter still counts from the
+	// first DESCRIBE: include the delay in it when combining them.
 	FirstFrameDelay time.Duration
 	// Port is the TCP port to listen on, on 127.0.0.1; 0 picks a free one.
 	Port int

@@ -6,7 +6,8 @@ Serves an H.264 Annex-B elementary stream (.h264, as written by
 UDP. The factory is shared, so several clients see the same stream.
 
   server.py --file F.h264 [--port N] [--path /stream] [--loop]
-            [--stall-after SECONDS] [--exit-on-stdin-eof]
+            [--stall-after SECONDS] [--first-frame-delay SECONDS]
+            [--exit-on-stdin-eof]
 
 It listens on 127.0.0.1; --port 0 picks a free port. Once listening it
 prints exactly one line, "READY rtsp://127.0.0.1:PORT/path", then serves
@@ -23,6 +24,13 @@ with SPS/PPS + IDR, so the stream never ends and never jumps back in time.
 --stall-after S: S seconds after a media is created (first DESCRIBE), a
 blocking pad probe stops the stream before the payloader. No more RTP is
 sent (RTCP may still be), but the RTSP session and TCP connection stay open.
+
+--first-frame-delay S: the first RTP packet goes out S seconds after the
+media starts playing (first PLAY), then the stream flows normally. RTSP
+requests are answered at once. It is a pad offset on h264parse's src pad:
+the stream's running time (and the RTP timestamps) start S later, so the
+sinks, which sync to the clock, hold the first packet until then; RTCP is
+dropped until then too. Like --stall-after, it is timed per shared media.
 """
 
 import argparse
