@@ -82,3 +82,73 @@ func TestSixteenStreamsOneStalled(t *testing.T) {
 		require.Zero(t, s.Status.Reconnects, id)
 	}
 }
+
+// A camera that needs 40 s to deliver its first frame is waited for (the
+// default open_timeout is 60 s): no hard-coded 20 s watchdog kills it.
+func TestCameraSlowFirstFrame(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
+	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true, FirstFrameDelay: 40 * time.Second})
+	v := startVigil(t, t.TempDir(), "")
+	ev := v.events("slow")
+	start := time.Now()
+	code, b := v.call("POST", "/v1/streams", `{"id":"slow","url":"`+srv.URL+`"}`)
+	require.Equal(t, http.StatusCreated, code, string(b))
+	s := v.waitState("slow", "running", 58*time.Second)
+	require.GreaterOrEqual(t, time.Since(start), 39*time.Second, "the first frame really came late")
+	require.Zero(t, s.Status.Reconnects)
+	for _, e := range ev.all() {
+		require.NotEqual(t, "reconnecting", e.Type, "not killed while waiting: %s", e.Raw)
+		require.NotEqual(t, "failed", e.Type, e.Raw)
+	}
+}
+
+// A 20 s network cut on a live RTSP/TCP session: when traffic resumes, 20 s
+// of old frames arrive in a burst; they are dropped as stale and counted,
+// not processed late, and the stream keeps running on the same session.
+func TestNetworkCutBurstDroppedAsStale(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
+	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
+	proxy := rtsptest.StartProxy(t, fmt.Sprintf("127.0.0.1:%d", srv.Port))
+	v := startVigil(t, t.TempDir(), "")
+	frames := v.countFrames()
+	// stall_timeout above the cut, so the session survives it.
+	code, b := v.call("POST", "/v1/streams", `{"id":"cut","url":"`+proxy.URL(srv.URL)+`","stall_timeout":"40s"}`)
+	require.Equal(t, http.StatusCreated, code, string(b))
+	v.waitState("cut", "running", 30*time.Second)
+	time.Sleep(2 * time.Second)
+
+	proxy.Pause()
+	time.Sleep(20 * time.Second)
+	resumed := time.Now()
+	proxy.Resume()
+	time.Sleep(4 * time.Second)
+
+	s, _ := v.stream("cut")
+	require.Equal(t, "running", string(s.Status.State))
+	require.Zero(t, s.Status.Reconnects, "same session throughout")
+	stale := metricValue(t, v, `vigil_frames_dropped_total{reason="stale",stage="ingest",stream="cut"}`)
+	// 20 s at 10 fps = 200 frames held up; all but the last ~2 s are stale.
+	require.GreaterOrEqual(t, stale, 150.0)
+	// What was published after the resume is not the backlog: at most the
+	// last ~2 s of it plus the live frames since.
+	n := frames.between("cut", resumed, time.Now())
+	require.Less(t, n, 10*(2+4+2), "published %d frames after the resume", n)
+}
+
+// metricValue scrapes one series from vigil's /metrics (0 when absent).
+func metricValue(t *testing.T, v *vigil, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + v.ep.Metrics + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			var f float64
+			_, err := fmt.Sscan(rest, &f)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
+}
