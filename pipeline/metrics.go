@@ -23,6 +23,9 @@ const (
 	// stream's own timeline (a burst after a network cut): processing it
 	// late would only add latency.
 	DropStale DropReason = "stale"
+	// DropDeadline: the frame could no longer be published within its
+	// stream's latency budget, judged from measured stage costs.
+	DropDeadline DropReason = "deadline"
 	// DropRateLimit: the frame came sooner than the stream's fps_limit allows.
 	DropRateLimit DropReason = "rate_limit"
 )
@@ -49,6 +52,9 @@ type Metrics struct {
 	Detections *prometheus.CounterVec   // vigil_detections_total{stream}
 	Latency    *prometheus.HistogramVec // vigil_stage_latency_seconds{stream,stage}
 	QueueDepth *prometheus.GaugeVec     // vigil_queue_depth_frames{stream}
+	// BudgetMisses counts frames published after their budget ran out:
+	// vigil_budget_misses_total{stream}.
+	BudgetMisses *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg; a nil reg
@@ -83,8 +89,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "vigil_queue_depth_frames", Help: "Frames waiting before the engine.",
 		}, []string{"stream"}),
 	}
+	m.BudgetMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_budget_misses_total", Help: "Frames published later than their latency budget.",
+	}, []string{"stream"})
 	if reg != nil {
-		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth)
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses)
 	}
 	return m
 }
@@ -93,22 +102,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // per-frame path does no label hashing.
 type streamMetrics struct {
 	decoded, processed, detections prometheus.Counter
+	budgetMisses                   prometheus.Counter
 	queueDepth                     prometheus.Gauge
 	stages                         [7]prometheus.Observer // in stageOrder
 	m                              *Metrics
 	stream                         string
+	status                         *Status
 }
 
 var stageOrder = [7]string{StageDecode, StageQueue, StagePreprocess, StageInfer, StagePostprocess, StagePublish, StageTotal}
 
 func (m *Metrics) forStream(stream string) *streamMetrics {
 	sm := &streamMetrics{
-		decoded:    m.Decoded.WithLabelValues(stream),
-		processed:  m.Processed.WithLabelValues(stream),
-		detections: m.Detections.WithLabelValues(stream),
-		queueDepth: m.QueueDepth.WithLabelValues(stream),
-		m:          m,
-		stream:     stream,
+		decoded:      m.Decoded.WithLabelValues(stream),
+		processed:    m.Processed.WithLabelValues(stream),
+		detections:   m.Detections.WithLabelValues(stream),
+		budgetMisses: m.BudgetMisses.WithLabelValues(stream),
+		queueDepth:   m.QueueDepth.WithLabelValues(stream),
+		m:            m,
+		stream:       stream,
 	}
 	for i, s := range stageOrder {
 		sm.stages[i] = m.Latency.WithLabelValues(stream, s)
@@ -118,6 +130,7 @@ func (m *Metrics) forStream(stream string) *streamMetrics {
 
 func (sm *streamMetrics) drop(stage string, r DropReason) {
 	sm.m.Dropped.WithLabelValues(sm.stream, stage, string(r)).Inc()
+	sm.status.dropped(r)
 }
 
 // observe records one published frame's stage times.

@@ -108,6 +108,13 @@ type Result struct {
 	Model      string
 	Detections []Detection
 	Stages     StageTimes
+	// Budget is the stream's latency budget (0: none).
+	Budget time.Duration
+	// OverBudget is set by the Sink: Stages.Total exceeded Budget.
+	OverBudget bool
+	// DroppedSinceLast counts this stream's frames dropped since the
+	// previous published result.
+	DroppedSinceLast int
 }
 
 // Source produces decoded frames from one camera, URL or file.

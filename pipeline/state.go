@@ -61,6 +61,9 @@ type Status struct {
 	height     int
 	codec      string
 	in, out    rateMeter
+	// Not yet reported in an alert (see TakeAlert).
+	pendingDrops  map[DropReason]int
+	pendingMisses int
 }
 
 // StatusSnapshot is a copy of a Status at one instant.
@@ -128,6 +131,31 @@ func (s *Status) frameOut(t time.Time) {
 	s.mu.Lock()
 	s.out.mark(t)
 	s.mu.Unlock()
+}
+
+func (s *Status) dropped(r DropReason) {
+	s.mu.Lock()
+	if s.pendingDrops == nil {
+		s.pendingDrops = map[DropReason]int{}
+	}
+	s.pendingDrops[r]++
+	s.mu.Unlock()
+}
+
+func (s *Status) budgetMiss() {
+	s.mu.Lock()
+	s.pendingMisses++
+	s.mu.Unlock()
+}
+
+// TakeAlert returns the drops (by reason) and budget misses counted since
+// the previous call, and resets them; the alerter calls it.
+func (s *Status) TakeAlert() (drops map[DropReason]int, misses int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	drops, misses = s.pendingDrops, s.pendingMisses
+	s.pendingDrops, s.pendingMisses = nil, 0
+	return drops, misses
 }
 
 // Fail puts a stream that could not even start (e.g. its model failed to

@@ -7,7 +7,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"go.uber.org/zap"
 )
@@ -24,9 +27,18 @@ type StreamConfig struct {
 	// Live sources (cameras, network URLs) are reopened after they end or
 	// fail, with capped exponential backoff plus jitter; files are not.
 	Live bool
-	// FPSLimit, when positive, drops frames (reason rate_limit) that come
-	// less than 1/FPSLimit seconds of PTS after the last frame let through.
+	// FPSLimit, when positive, is the admission token bucket's rate in
+	// frames per second (by arrival time) and FPSBurst its size (default
+	// 1); frames without a token are dropped at ingest (reason rate_limit).
 	FPSLimit float64
+	FPSBurst int
+	// Budget is the per-frame latency budget, arrival to publish; 0
+	// disables deadline drops. A frame that can no longer make it is
+	// dropped (reason deadline) at the earliest stage where that is known:
+	// at ingest, from the queue ahead of it and the measured service and
+	// publish times; when it leaves the queue, from the service and publish
+	// times. A frame already processed is published, marked over budget.
+	Budget time.Duration
 	// StaleAfter (live sources; default 2 s, negative disables) drops
 	// frames that arrive more than this far behind the stream's timeline,
 	// judged by arrival − PTS against its minimum on this connection. A
@@ -86,12 +98,19 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	if c.Status == nil {
 		c.Status = NewStatus(StateStarting)
 	}
+	if c.Lossless {
+		c.Budget = 0 // offline: every frame counts, latency does not
+	}
 	if c.StaleAfter == 0 {
 		c.StaleAfter = 2 * time.Second
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger, ctx: ctx}
+	s.m.status = c.Status
+	if c.FPSLimit > 0 {
+		s.admit = rate.NewLimiter(rate.Limit(c.FPSLimit), max(c.FPSBurst, 1))
+	}
 	if cn, ok := c.Source.(codecNamer); ok {
 		s.codec = cn.Codec
 	}
@@ -131,18 +150,22 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 }
 
 type stream struct {
-	c     StreamConfig
-	q     *Queue
-	m     *streamMetrics
-	log   *zap.Logger
-	ctx   context.Context
-	codec func() string
-	got   bool // the current connection delivered a frame (ingest goroutine only)
-	ended bool // a non-live source reached its end
-	stale staleness
-	// limitPTS is the PTS of the last frame let through by FPSLimit.
-	limitPTS    float64
-	hasLimitPTS bool
+	c         StreamConfig
+	q         *Queue
+	m         *streamMetrics
+	log       *zap.Logger
+	ctx       context.Context
+	codec     func() string
+	got       bool // the current connection delivered a frame (ingest goroutine only)
+	ended     bool // a non-live source reached its end
+	stale     staleness
+	admit     *rate.Limiter // nil: no admission limit
+	lastAdmit time.Time     // arrival of the last frame admitted past the deadline check
+	// Measured costs (EWMA, ns) for deadline prediction: service is
+	// Engine.Detect including its lock wait, publish is Sink.Publish.
+	service, publish ewma
+	// sinceLast counts drops since the last published message.
+	sinceLast atomic.Int64
 }
 
 func (s *stream) transition(st State, reason string, attempt int) {
@@ -228,15 +251,24 @@ func (s *stream) emit(f *Frame) {
 		s.dropped(StageIngest, DropStale)
 		return
 	}
-	if s.c.FPSLimit > 0 {
-		// 1 % slack so that a 30 fps source under a 30 fps cap is not
-		// thinned by timestamp jitter.
-		if s.hasLimitPTS && f.PTS-s.limitPTS < 0.99/s.c.FPSLimit && f.PTS >= s.limitPTS {
+	if s.admit != nil && !s.admit.AllowN(f.Arrival, 1) {
+		f.Image.Release()
+		s.dropped(StageIngest, DropRateLimit)
+		return
+	}
+	if s.c.Budget > 0 {
+		// Frames ahead of this one once it is queued (drop-oldest keeps at
+		// most QueueSize-1 of the current ones).
+		ahead := min(s.q.Len(), s.c.QueueSize-1)
+		if s.late(f, time.Duration(ahead+1)*s.service.get()+s.publish.get()) && f.Arrival.Sub(s.lastAdmit) < s.c.Budget {
 			f.Image.Release()
-			s.dropped(StageIngest, DropRateLimit)
+			s.dropped(StageIngest, DropDeadline)
 			return
 		}
-		s.limitPTS, s.hasLimitPTS = f.PTS, true
+		// Admitted; also when the prediction says late but nothing was let
+		// through for a whole budget: that frame re-measures the costs, so
+		// a stale, pessimistic estimate cannot starve the stream.
+		s.lastAdmit = f.Arrival
 	}
 	if s.c.Lossless {
 		if !s.q.PushWait(s.ctx, f) {
@@ -249,7 +281,14 @@ func (s *stream) emit(f *Frame) {
 	s.m.queueDepth.Set(float64(s.q.Len()))
 }
 
+// late reports whether f, needing rest more time, would miss its deadline
+// (arrival + budget). Before any cost is measured nothing is predicted.
+func (s *stream) late(f *Frame, rest time.Duration) bool {
+	return rest > 0 && time.Now().Add(rest).After(f.Arrival.Add(s.c.Budget))
+}
+
 func (s *stream) dropped(stage string, r DropReason) {
+	s.sinceLast.Add(1)
 	s.m.drop(stage, r)
 	if s.c.Stats != nil {
 		s.c.Stats.addDrop(s.c.ID)
@@ -260,6 +299,7 @@ func (s *stream) dropped(stage string, r DropReason) {
 func (s *stream) work(ctx context.Context) {
 	var res Result
 	var dets []Detection
+	var lastServe time.Time // last frame sent to the engine
 	var errLog rateLimited
 	for {
 		f, ok := s.q.Pop(ctx)
@@ -267,9 +307,17 @@ func (s *stream) work(ctx context.Context) {
 			return
 		}
 		s.m.queueDepth.Set(float64(s.q.Len()))
+		if s.c.Budget > 0 && s.late(f, s.service.get()+s.publish.get()) && time.Since(lastServe) < s.c.Budget {
+			f.Image.Release()
+			s.dropped(StageQueue, DropDeadline)
+			continue
+		}
+		lastServe = time.Now()
 		st := StageTimes{Decode: f.Decoded.Sub(f.Arrival), Queue: time.Since(f.Decoded)}
 		var err error
+		t0 := time.Now()
 		dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
+		s.service.add(time.Since(t0))
 		w, h := f.Image.Width(), f.Image.Height()
 		f.Image.Release()
 		if err != nil {
@@ -280,9 +328,13 @@ func (s *stream) work(ctx context.Context) {
 		res = Result{
 			StreamID: s.c.ID, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
-			Detections: dets, Stages: st, Ready: time.Now(),
+			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget,
+			DroppedSinceLast: int(s.sinceLast.Swap(0)),
 		}
-		if err := s.c.Sink.Publish(ctx, &res); err != nil {
+		t1 := time.Now()
+		err = s.c.Sink.Publish(ctx, &res)
+		s.publish.add(time.Since(t1))
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -291,6 +343,10 @@ func (s *stream) work(ctx context.Context) {
 			continue
 		}
 		s.m.processed.Inc()
+		if s.c.Budget > 0 && res.Stages.Total > s.c.Budget {
+			s.m.budgetMisses.Inc()
+			s.c.Status.budgetMiss()
+		}
 		s.c.Status.frameOut(res.Published)
 		s.m.detections.Add(float64(len(dets)))
 		s.m.observe(&res.Stages)
@@ -345,3 +401,19 @@ func (st *staleness) isStale(f *Frame, after time.Duration) bool {
 	}
 	return true
 }
+
+// ewma is an exponentially weighted moving average of durations (weight
+// 1/8 for each new sample, as TCP's SRTT in RFC 6298), safe for one writer
+// and concurrent readers. Zero until the first sample.
+type ewma struct{ v atomic.Int64 }
+
+func (e *ewma) add(d time.Duration) {
+	old := e.v.Load()
+	if old == 0 {
+		e.v.Store(int64(d))
+		return
+	}
+	e.v.Store(old + (int64(d)-old)/8)
+}
+
+func (e *ewma) get() time.Duration { return time.Duration(e.v.Load()) }

@@ -34,6 +34,13 @@ type Message struct {
 	Model       string               `json:"model"`
 	Detections  []pipeline.Detection `json:"detections"`
 	LatencyMS   Latency              `json:"latency_ms"`
+	// BudgetMS is the stream's latency budget in ms (0: none).
+	BudgetMS float64 `json:"budget_ms"`
+	// OverBudget: latency_ms.total exceeded budget_ms.
+	OverBudget bool `json:"over_budget"`
+	// DroppedSinceLast counts this stream's frames dropped (any reason)
+	// since the previous message; with seq gaps it accounts for every frame.
+	DroppedSinceLast int `json:"dropped_since_last"`
 }
 
 // Latency is per-stage wall time in milliseconds; see pipeline.StageTimes.
@@ -59,6 +66,7 @@ func stamp(r *pipeline.Result) Message {
 		r.Stages.Publish = now.Sub(r.Ready)
 	}
 	r.Stages.Total = now.Sub(r.Capture)
+	r.OverBudget = r.Budget > 0 && r.Stages.Total > r.Budget
 	dets := r.Detections
 	if dets == nil {
 		dets = []pipeline.Detection{}
@@ -67,7 +75,8 @@ func stamp(r *pipeline.Result) Message {
 	return Message{
 		Schema: SchemaVersion, StreamID: r.StreamID, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe,
 		CaptureTime: r.Capture.UTC(), PublishTime: now.UTC(), Width: r.Width, Height: r.Height,
-		Model: r.Model, Detections: dets,
+		Model: r.Model, Detections: dets, BudgetMS: msec(r.Budget), OverBudget: r.OverBudget,
+		DroppedSinceLast: r.DroppedSinceLast,
 		LatencyMS: Latency{
 			Decode: msec(st.Decode), Queue: msec(st.Queue), Preprocess: msec(st.Preprocess), Infer: msec(st.Infer),
 			Postprocess: msec(st.Postprocess), Publish: msec(st.Publish), Total: msec(st.Total),

@@ -48,7 +48,7 @@ api: {listen: "127.0.0.1:0"}
 log: {level: warn}
 metrics: {listen: "127.0.0.1:0"}
 nats: {listen: "127.0.0.1:0"}
-pipeline: {progress_interval: 1s, queue_size: 300}
+pipeline: {progress_interval: 1s, queue_size: 300, budget_ms: 0}
 streams:
   - id: megamind
     url: ` + testenv.Media(t, "Megamind.avi") + `

@@ -70,7 +70,7 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	s.stats.Register(sp.ID)
 	return pipeline.StreamConfig{
 		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: s.c.Pipeline.QueueSize,
-		Live: src.Live(), FPSLimit: sp.FPSLimit, Logger: log, Metrics: s.metrics, Stats: s.stats,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
 }

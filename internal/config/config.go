@@ -103,6 +103,9 @@ type Pipeline struct {
 	ProgressInterval *Duration `yaml:"progress_interval"`
 	// DefaultModel for streams that name none (default "blazeface").
 	DefaultModel string `yaml:"default_model"`
+	// BudgetMS is the default per-frame latency budget in ms, arrival to
+	// publish (default 200; 0: no budget, no deadline drops).
+	BudgetMS *int `yaml:"budget_ms"`
 }
 
 // Model is a named model.
@@ -128,8 +131,10 @@ type Stream struct {
 	Model string `yaml:"model"`
 	// Transport for RTSP: tcp (default) or udp.
 	Transport string `yaml:"transport"`
-	// FPSLimit caps processed frames per second (0: none).
+	// FPSLimit caps processed frames per second (0: none) with a token
+	// bucket of FPSBurst frames (default 1).
 	FPSLimit float64 `yaml:"fps_limit"`
+	FPSBurst int     `yaml:"fps_burst"`
 	// BudgetMS is the latency budget in ms (0: default).
 	BudgetMS int `yaml:"budget_ms"`
 	// Priority: high, normal (default) or low.
@@ -171,6 +176,14 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
+// DefaultBudgetMS is the default latency budget: 200 ms from the packet's
+// arrival to the published message leaves room for a detector at 5–10 fps
+// per camera on a busy CPU, and is far below the hundreds of ms at which
+// unbounded queues are reported to end.
+const DefaultBudgetMS = 200
+
+func ptr[T any](v T) *T { return &v }
+
 // Default returns the configuration used when a file sets nothing.
 func Default() Config {
 	five := Duration{5 * time.Second}
@@ -181,7 +194,7 @@ func Default() Config {
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
 		NATS:     NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
 		Infer:    Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
-		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface"},
+		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS)},
 	}
 }
 
@@ -348,6 +361,9 @@ func (c *Config) Validate() error {
 	if c.Pipeline.QueueSize < 1 || c.Pipeline.QueueSize > MaxQueueSize {
 		p.add("pipeline.queue_size", "%d: want 1 to %d", c.Pipeline.QueueSize, MaxQueueSize)
 	}
+	if b := c.Pipeline.BudgetMS; b != nil && (*b < 0 || *b > 60000) {
+		p.add("pipeline.budget_ms", "%d: want 0 (none) to 60000", *b)
+	}
 	if c.Infer.IntraOpThreads < 0 || c.Infer.IntraOpThreads > 256 {
 		p.add("infer.intra_op_threads", "%d: want 0 (ONNX Runtime chooses) to 256", c.Infer.IntraOpThreads)
 	}
@@ -433,7 +449,7 @@ func (c *Config) Validate() error {
 // streams seed the registry).
 func (c *Config) Spec(s Stream) registry.Spec {
 	sp := registry.Spec{
-		ID: s.ID, URL: s.URL, Model: s.Model, FPSLimit: s.FPSLimit, BudgetMS: s.BudgetMS,
+		ID: s.ID, URL: s.URL, Model: s.Model, FPSLimit: s.FPSLimit, FPSBurst: s.FPSBurst, BudgetMS: s.BudgetMS,
 		Priority: s.Priority, Enabled: s.Enabled, Transport: s.Transport, Labels: s.Labels,
 		Realtime: s.Realtime, Loop: s.Loop,
 	}
@@ -444,6 +460,16 @@ func (c *Config) Spec(s Stream) registry.Spec {
 		sp.StallTimeout = s.StallTimeout.String()
 	}
 	return sp
+}
+
+// Budget returns a stream's latency budget: its own budget_ms, else
+// pipeline.budget_ms (0: none).
+func (c *Config) Budget(streamBudgetMS int) time.Duration {
+	ms := streamBudgetMS
+	if ms == 0 && c.Pipeline.BudgetMS != nil {
+		ms = *c.Pipeline.BudgetMS
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // CheckModel reports whether a model reference resolves to an existing

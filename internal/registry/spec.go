@@ -22,8 +22,10 @@ type Spec struct {
 	// FPSLimit caps processed frames per second (0: no cap); frames over
 	// it are dropped with reason rate_limit.
 	FPSLimit float64 `json:"fps_limit,omitempty"`
-	// BudgetMS is the per-frame latency budget in ms (0: the default).
-	// Stored and shown; enforced by the latency-budget work.
+	// FPSBurst is the admission token bucket's size (default 1).
+	FPSBurst int `json:"fps_burst,omitempty"`
+	// BudgetMS is the per-frame latency budget in ms, arrival to publish
+	// (0: pipeline.budget_ms).
 	BudgetMS int `json:"budget_ms,omitempty"`
 	// Priority: high, normal (default) or low.
 	Priority string `json:"priority,omitempty"`
@@ -87,6 +89,9 @@ func (s *Spec) Validate(resolveModel func(string) error) error {
 	}
 	if s.FPSLimit < 0 || s.FPSLimit > 1000 {
 		return fieldErr("fps_limit", "%v: want 0 (no limit) to 1000", s.FPSLimit)
+	}
+	if s.FPSBurst < 0 || s.FPSBurst > 1000 {
+		return fieldErr("fps_burst", "%d: want 0 (default 1) to 1000", s.FPSBurst)
 	}
 	if s.BudgetMS < 0 || s.BudgetMS > 60000 {
 		return fieldErr("budget_ms", "%d: want 0 (default) to 60000", s.BudgetMS)
