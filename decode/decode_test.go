@@ -231,6 +231,19 @@ func TestParseURL(t *testing.T) {
 		{"/tmp/a.avi", decode.KindFile, true},
 		{"ftp://x/y", 0, false},
 		{"", 0, false},
+		{"file://", 0, false},
+		{"FILE://", 0, false},
+		{"rtsp://", 0, false},
+		{"rtsp://:554/x", 0, false},
+		{"rtsp://h:99999/x", 0, false},
+		{"rtsp://ho st/x", 0, false},
+		{"rtsp://h/x\n", 0, false},
+		{"http:///x", 0, false},
+		{"concat:/a.avi|/b.avi", 0, false},
+		{"pipe:0", 0, false},
+		{"rtsp://admin:s3cr@t:xy/z@127.0.0.1:18554/cam", 0, false},
+		{"rtsp://admin:p%2Fw@127.0.0.1:8554/cam", decode.KindRTSP, true},
+		{"relative/clip.mp4", decode.KindFile, true},
 	} {
 		k, _, err := decode.ParseURL(tc.in)
 		if tc.ok {
@@ -255,7 +268,7 @@ func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"rtsp://admin:p%40ss%3Aw0rd%2Fx%25y@10.0.0.5/s": "rtsp://admin:***@10.0.0.5/s",
 		"rtsp://admin:p@ss:w0rd@10.0.0.5:554/s":         "rtsp://admin:***@10.0.0.5:554/s",
-		"rtsp://admin:p@ss:w0%rd@10.0.0.5/s":            "rtsp://***@10.0.0.5/s",
+		"rtsp://admin:p@ss:w0%rd@10.0.0.5/s":            "rtsp://admin:***@10.0.0.5/s",
 	} {
 		got := decode.RedactURL(in)
 		require.Equal(t, want, got, in)

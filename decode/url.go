@@ -3,6 +3,9 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/vigil-video/vigil/internal/redact"
@@ -22,28 +25,69 @@ const (
 	KindHTTP             // http:// or https://, treated as live
 )
 
-// ParseURL classifies raw and returns the string to hand to FFmpeg (file://
-// is stripped to a path). It returns an error wrapping ErrUnsupportedScheme
-// for any other scheme, and an error for an empty URL.
+// ParseURL classifies raw and returns the string to hand to FFmpeg. File
+// inputs (plain paths and file://) come back as "file:<path>", so that
+// FFmpeg never reads a path as one of its protocol prefixes (concat:, pipe:
+// and so on). It returns an error wrapping ErrUnsupportedScheme for any
+// other scheme or protocol prefix, and a plain error, with credentials
+// redacted, for an empty URL or path, a network URL without a host, a bad
+// port, whitespace or control characters, or user info with a raw '/'
+// (a password must be percent-encoded: %2F for '/', %40 for '@').
 func ParseURL(raw string) (Kind, string, error) {
 	if strings.TrimSpace(raw) == "" {
 		return 0, "", errors.New("empty URL")
 	}
+	if strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return 0, "", fmt.Errorf("%s: URL contains whitespace or control characters", RedactURL(raw))
+	}
 	i := strings.Index(raw, "://")
 	if i < 0 {
-		return KindFile, raw, nil
+		if protoPrefix.MatchString(raw) {
+			return 0, "", fmt.Errorf("%w %q in %s (want rtsp, rtsps, http, https, file or a path)",
+				ErrUnsupportedScheme, raw[:strings.IndexByte(raw, ':')], RedactURL(raw))
+		}
+		return KindFile, "file:" + raw, nil
 	}
+	var kind Kind
 	switch scheme := strings.ToLower(raw[:i]); scheme {
 	case "rtsp", "rtsps":
-		return KindRTSP, raw, nil
+		kind = KindRTSP
 	case "http", "https":
-		return KindHTTP, raw, nil
+		kind = KindHTTP
 	case "file":
-		return KindFile, raw[i+3:], nil
+		p := raw[i+3:]
+		if p == "" {
+			return 0, "", errors.New("file:// URL with an empty path")
+		}
+		return KindFile, "file:" + p, nil
 	default:
 		return 0, "", fmt.Errorf("%w %q in %s (want rtsp, rtsps, http, https, file or a path)", ErrUnsupportedScheme, scheme, RedactURL(raw))
 	}
+	rest := raw[i+3:]
+	if end := strings.IndexAny(rest, "?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	if slash := strings.IndexByte(rest, '/'); slash >= 0 && strings.Contains(rest[slash:], "@") {
+		return 0, "", fmt.Errorf("%s: the user info holds a raw '/'; percent-encode the password (%%2F for '/', %%40 for '@')", RedactURL(raw))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: not a valid URL", RedactURL(raw))
+	}
+	if u.Hostname() == "" {
+		return 0, "", fmt.Errorf("%s: no host", RedactURL(raw))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return 0, "", fmt.Errorf("%s: port %s is not 1-65535", RedactURL(raw), p)
+		}
+	}
+	return kind, raw, nil
 }
+
+// protoPrefix matches an FFmpeg protocol prefix such as "concat:" or
+// "pipe:" at the start of a string without "://".
+var protoPrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]+:`)
 
 // RedactURL replaces the password of a URL's user info with "***"
 // (rtsp://user:secret@cam/ becomes rtsp://user:***@cam/); see redact.URL.

@@ -98,6 +98,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Forget deletes every series of a removed stream, so that churn of
+// stream ids does not grow /metrics without bound.
+func (m *Metrics) Forget(stream string) {
+	l := prometheus.Labels{"stream": stream}
+	m.Decoded.DeletePartialMatch(l)
+	m.Processed.DeletePartialMatch(l)
+	m.Dropped.DeletePartialMatch(l)
+	m.Detections.DeletePartialMatch(l)
+	m.Latency.DeletePartialMatch(l)
+	m.QueueDepth.DeletePartialMatch(l)
+	m.BudgetMisses.DeletePartialMatch(l)
+}
+
 // streamMetrics are one stream's collectors, resolved once so that the
 // per-frame path does no label hashing.
 type streamMetrics struct {

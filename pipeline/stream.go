@@ -144,7 +144,11 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	case s.ended:
 		s.transition(StateStopped, "end of input", 0)
 	default:
-		s.transition(StateStopped, "stopped", 0)
+		reason := "shut down"
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+			reason = c.Error() // removed, disabled, reconfigured
+		}
+		s.transition(StateStopped, reason, 0)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 )
@@ -20,9 +21,17 @@ type Supervisor struct {
 type supervised struct {
 	version string
 	status  *Status
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 	done    chan struct{} // closed when RunStream returned; nil if not running
 }
+
+// Reasons a supervised stream stops, given as the cancel cause and shown
+// as the reason of its stopped event.
+var (
+	ErrRemoved     = errors.New("removed")
+	ErrDisabled    = errors.New("disabled")
+	ErrReconfigure = errors.New("restarting with a new configuration")
+)
 
 // NewSupervisor returns a supervisor whose streams all stop when ctx ends.
 func NewSupervisor(ctx context.Context) *Supervisor {
@@ -45,7 +54,11 @@ func (s *Supervisor) Apply(id, version string, build func(*Status) (StreamConfig
 	}
 	s.mu.Unlock()
 	if old != nil {
-		old.stop()
+		cause := ErrReconfigure
+		if build == nil {
+			cause = ErrDisabled
+		}
+		old.stop(cause)
 	}
 	sv := &supervised{version: version, status: NewStatus(StateStarting)}
 	if build == nil {
@@ -54,7 +67,7 @@ func (s *Supervisor) Apply(id, version string, build func(*Status) (StreamConfig
 		sv.status.Fail(err.Error())
 	} else if s.ctx.Err() == nil {
 		cfg.Status = sv.status
-		ctx, cancel := context.WithCancel(s.ctx)
+		ctx, cancel := context.WithCancelCause(s.ctx)
 		sv.cancel, sv.done = cancel, make(chan struct{})
 		s.wg.Add(1)
 		go func() {
@@ -79,13 +92,13 @@ func (s *Supervisor) Remove(id string) bool {
 	if sv == nil {
 		return false
 	}
-	sv.stop()
+	sv.stop(ErrRemoved)
 	return true
 }
 
-func (sv *supervised) stop() {
+func (sv *supervised) stop(cause error) {
 	if sv.cancel != nil {
-		sv.cancel()
+		sv.cancel(cause)
 		<-sv.done
 	}
 }

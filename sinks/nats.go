@@ -35,7 +35,9 @@ type NATSOptions struct {
 	// Prefix is the first subject token (default "vigil").
 	Prefix string
 	// Name is the client connection name (default "vigil").
-	Name   string
+	Name string
+	// Token is presented to the server when not empty.
+	Token  string
 	Logger *zap.Logger
 }
 
@@ -69,7 +71,7 @@ func DialNATS(ctx context.Context, o NATSOptions) (*NATS, error) {
 	var err error
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		nc, err = nats.Connect(o.URL, nats.Name(o.Name), nats.MaxReconnects(-1),
+		nc, err = nats.Connect(o.URL, nats.Name(o.Name), nats.Token(o.Token), nats.MaxReconnects(-1),
 			nats.ReconnectWait(time.Second), nats.Timeout(2*time.Second),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 				if err != nil { // nil on a deliberate Close

@@ -32,7 +32,7 @@ func result(seq uint64) *pipeline.Result {
 
 // Real embedded NATS: subject, Nats-Msg-Id header and payload.
 func TestNATSPublish(t *testing.T) {
-	ns, err := natsserver.Start("127.0.0.1:0", "")
+	ns, err := natsserver.Start("127.0.0.1:0", "", "")
 	require.NoError(t, err)
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 

@@ -209,15 +209,23 @@ func cmdDetect(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tail", "tail [--stream ID] [--nats URL] [--count N] [--json]", stderr)
+	fs := newFlags("tail", "tail [--stream ID] [--nats URL] [--token-file FILE] [--count N] [--json]", stderr)
 	o := app.TailOptions{}
 	fs.StringVar(&o.Stream, "stream", "", "only this stream id (default: all streams)")
 	fs.StringVar(&o.URL, "nats", "nats://127.0.0.1:4222", "NATS server URL (the embedded server's default address)")
 	fs.StringVar(&o.Prefix, "prefix", "vigil", "subject prefix (nats.subject_prefix)")
 	fs.IntVar(&o.Count, "count", 0, "exit after N messages (0: until Ctrl-C)")
 	fs.BoolVar(&o.JSON, "json", false, "print raw JSON messages")
+	tokenFile := fs.String("token-file", "", "file holding the NATS token (nats.token_file of the vigil you watch)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *tokenFile != "" {
+		t, err := config.ReadToken(*tokenFile)
+		if err != nil {
+			return &app.BadInputError{Err: fmt.Errorf("--token-file: %w", err)}
+		}
+		o.Token = t
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()

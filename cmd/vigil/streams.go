@@ -57,6 +57,9 @@ func addSpecFlags(fs *flag.FlagSet) *specFlags {
 	fs.Int("budget-ms", 0, "per-frame latency budget in ms (0: default)")
 	fs.String("priority", "", "high, normal or low")
 	fs.String("transport", "", "RTSP transport: tcp or udp")
+	fs.Int("fps-burst", 0, "admission token bucket size for --fps-limit (0: 1)")
+	fs.Int("queue-size", 0, "frames waiting for the engine (0: pipeline.queue_size)")
+	fs.Int("decode-threads", 0, "FFmpeg decoder threads (0: FFmpeg chooses)")
 	fs.Bool("disabled", false, "store the stream but do not run it (set --disabled=false to enable)")
 	fs.Bool("realtime", false, "pace a file at its native frame rate")
 	fs.Bool("loop", false, "restart a file at its end")
@@ -81,8 +84,8 @@ func (sf *specFlags) body() map[string]any {
 			b[strings.ReplaceAll(f.Name, "-", "_")] = get()
 		case "fps-limit":
 			b["fps_limit"] = get()
-		case "budget-ms":
-			b["budget_ms"] = get()
+		case "budget-ms", "fps-burst", "queue-size", "decode-threads":
+			b[strings.ReplaceAll(f.Name, "-", "_")] = get()
 		case "disabled":
 			b["enabled"] = !get().(bool)
 		case "realtime", "loop":
@@ -104,7 +107,12 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		return flag.ErrHelp
 	}
 	sub, rest := args[0], args[1:]
-	fs := newFlags("streams "+sub, "streams "+sub+" [flags]", stderr)
+	synopsis := map[string]string{"ls": "streams ls [flags]", "get": "streams get ID [flags]", "add": "streams add --id ID --url URL [flags]",
+		"set": "streams set ID [flags]", "rm": "streams rm ID [flags]"}[sub]
+	if synopsis == "" {
+		synopsis = "streams " + sub
+	}
+	fs := newFlags("streams "+sub, synopsis, stderr)
 	apiURL := fs.String("api", envOr("VIGIL_API", "http://127.0.0.1:8080"), "vigil API base URL")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token")
 	ca := fs.String("ca", "", "PEM CA file to trust for https")
@@ -140,7 +148,10 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	needID := sub == "get" || sub == "set" || sub == "rm"
 	if needID && len(pos) != 1 || !needID && len(pos) != 0 {
 		fs.Usage()
-		return &app.BadInputError{Err: fmt.Errorf("streams %s: wrong arguments %q", sub, pos)}
+		if needID {
+			return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (one stream ID, got %d arguments)", synopsis, len(pos))}
+		}
+		return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (no arguments, got %q)", synopsis, pos)}
 	}
 	c, err := app.NewClient(*apiURL, *tokenFile, *ca)
 	if err != nil {

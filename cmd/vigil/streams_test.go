@@ -96,3 +96,33 @@ pipeline: {progress_interval: 0s}
 	require.Equal(t, 2, rc)
 	require.Contains(t, errOut, "HTTP 401")
 }
+
+// With nats.token_file the embedded NATS server refuses clients without
+// the token (so the registry and detections are not open to anyone on the
+// host); vigil tail --token-file reads.
+func TestNATSToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "nats-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("nats-secret\n"), 0o600))
+	c, err := config.Parse([]byte(fmt.Sprintf(`
+data_dir: %q
+api: {listen: "off"}
+metrics: {listen: "off"}
+nats: {listen: "127.0.0.1:0", token_file: %q}
+pipeline: {progress_interval: 0s}
+streams: [{id: tok, url: %q, realtime: true, loop: true}]
+`, t.TempDir(), tokenFile, testenv.Media(t, "Megamind.avi"))), "tok.yaml")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan app.Endpoints, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, c, zap.NewNop(), nil, func(ep app.Endpoints) { ready <- ep }) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	ep := <-ready
+
+	rc, _, errOut := vigil("tail", "--nats", ep.NATS, "--count", "1")
+	require.Equal(t, 1, rc)
+	require.Contains(t, errOut, "Authorization Violation")
+	rc, out, errOut := vigil("tail", "--nats", ep.NATS, "--count", "2", "--token-file", tokenFile)
+	require.Equal(t, 0, rc, errOut)
+	require.Contains(t, out, "tok")
+}

@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -94,8 +96,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.o.Token)) == 1
 }
 
 // Stream is a stream as the API shows it: the spec with its URL redacted,
@@ -138,7 +140,9 @@ func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	es, err := s.o.Registry.List(r.Context())
+	es, err := s.o.Registry.List(r.Context(), func(key string, err error) {
+		s.o.Logger.Warn("skipping an invalid registry entry (fix or delete it)", zap.String("key", key), zap.Error(err))
+	})
 	if err != nil {
 		s.storeErr(w, err)
 		return
@@ -169,9 +173,12 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads a bounded JSON body; it writes the error response itself.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		writeErr(w, http.StatusUnsupportedMediaType, "Content-Type", fmt.Sprintf("%q: send application/json", ct))
-		return nil, false
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !(r.Method == http.MethodPatch && mt == "application/merge-patch+json")) {
+			writeErr(w, http.StatusUnsupportedMediaType, "Content-Type", fmt.Sprintf("%q: send application/json (or application/merge-patch+json for PATCH)", ct))
+			return nil, false
+		}
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var mbe *http.MaxBytesError
@@ -197,9 +204,16 @@ func decodeSpec(b []byte, sp *registry.Spec) error {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return &registry.FieldError{Field: te.Field, Msg: fmt.Sprintf("want a %s, got %s", te.Type, te.Value)}
+			if te.Field == "" {
+				return &registry.FieldError{Msg: fmt.Sprintf("the body must be a JSON object, not %s", te.Value)}
+			}
+			return &registry.FieldError{Field: te.Field, Msg: fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind()), te.Value)}
 		}
-		return &registry.FieldError{Field: "", Msg: "invalid JSON: " + msg}
+		var se *json.SyntaxError
+		if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return &registry.FieldError{Msg: fmt.Sprintf("invalid JSON: %s", strings.TrimPrefix(msg, "json: "))}
+		}
+		return &registry.FieldError{Msg: "invalid JSON: " + msg}
 	}
 	if dec.More() {
 		return &registry.FieldError{Msg: "invalid JSON: more than one value"}
@@ -207,10 +221,30 @@ func decodeSpec(b []byte, sp *registry.Spec) error {
 	return nil
 }
 
+// jsonKind names a Go kind the way a JSON user thinks of it.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "a number"
+	}
+}
+
 func (s *Server) badSpec(w http.ResponseWriter, err error) {
 	var fe *registry.FieldError
 	if errors.As(err, &fe) {
-		writeErr(w, http.StatusBadRequest, fe.Field, fe.Error())
+		msg := fe.Msg
+		if fe.Field != "" {
+			msg = fe.Error()
+		}
+		writeErr(w, http.StatusBadRequest, fe.Field, msg)
 		return
 	}
 	writeErr(w, http.StatusBadRequest, "", err.Error())
@@ -240,8 +274,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.view(registry.Entry{Spec: sp, Revision: rev}))
 }
 
-// patch applies a JSON merge patch (RFC 7386) to the stored spec: given
-// fields replace, null removes, absent fields stay. The id cannot change.
+// patch applies a JSON merge patch (RFC 7396) to the stored spec: given
+// members replace, null removes, objects (labels) merge recursively,
+// absent members stay. The id cannot change; unknown members are errors
+// even when null. A patch that changes nothing makes no new revision.
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !registry.ValidID(id) {
@@ -252,10 +288,16 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var patch map[string]json.RawMessage
-	if err := json.Unmarshal(b, &patch); err != nil {
-		writeErr(w, http.StatusBadRequest, "", "invalid JSON object: "+err.Error())
+	var patch map[string]any
+	if err := json.Unmarshal(b, &patch); err != nil || patch == nil {
+		writeErr(w, http.StatusBadRequest, "", "the body must be a JSON object (a merge patch)")
 		return
+	}
+	for k := range patch {
+		if !specFields[k] {
+			writeErr(w, http.StatusBadRequest, k, k+": unknown field")
+			return
+		}
 	}
 	cur, err := s.o.Registry.Get(r.Context(), id)
 	if err != nil {
@@ -263,16 +305,9 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	doc, _ := json.Marshal(cur.Spec)
-	var merged map[string]json.RawMessage
-	_ = json.Unmarshal(doc, &merged)
-	for k, v := range patch {
-		if string(v) == "null" {
-			delete(merged, k)
-		} else {
-			merged[k] = v
-		}
-	}
-	mb, _ := json.Marshal(merged)
+	var target map[string]any
+	_ = json.Unmarshal(doc, &target)
+	mb, _ := json.Marshal(mergePatch(target, patch))
 	var sp registry.Spec
 	if err := decodeSpec(mb, &sp); err != nil {
 		s.badSpec(w, err)
@@ -286,6 +321,10 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 		s.badSpec(w, err)
 		return
 	}
+	if after, _ := json.Marshal(sp); bytes.Equal(after, doc) {
+		writeJSON(w, http.StatusOK, s.view(cur)) // nothing changed
+		return
+	}
 	rev, err := s.o.Registry.Update(r.Context(), sp, cur.Revision)
 	if err != nil {
 		s.storeErr(w, err)
@@ -294,6 +333,36 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	s.o.Logger.Info("stream changed", zap.String("stream", id))
 	writeJSON(w, http.StatusOK, s.view(registry.Entry{Spec: sp, Revision: rev}))
 }
+
+// mergePatch applies patch to target as RFC 7396 section 2 describes.
+func mergePatch(target, patch map[string]any) map[string]any {
+	if target == nil {
+		target = map[string]any{}
+	}
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(target, k)
+		case map[string]any:
+			tv, _ := target[k].(map[string]any)
+			target[k] = mergePatch(tv, pv)
+		default:
+			target[k] = v
+		}
+	}
+	return target
+}
+
+// specFields are the JSON members of registry.Spec.
+var specFields = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeOf(registry.Spec{})
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[name] = true
+	}
+	return m
+}()
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -313,6 +382,8 @@ func (s *Server) storeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		writeErr(w, http.StatusNotFound, "id", err.Error())
+	case errors.Is(err, registry.ErrInvalidEntry):
+		writeErr(w, http.StatusConflict, "id", err.Error()+"; DELETE it and create it again")
 	case errors.Is(err, registry.ErrExists):
 		writeErr(w, http.StatusConflict, "id", err.Error())
 	case errors.Is(err, registry.ErrConflict):

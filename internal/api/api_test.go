@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // with JetStream.
 func newServer(t *testing.T, token string) (*httptest.Server, *registry.Registry) {
 	t.Helper()
-	ns, err := natsserver.Start("127.0.0.1:0", t.TempDir())
+	ns, err := natsserver.Start("127.0.0.1:0", t.TempDir(), "")
 	require.NoError(t, err)
 	nc, err := nats.Connect(ns.ClientURL())
 	require.NoError(t, err)
@@ -177,4 +177,33 @@ func TestPatchMerge(t *testing.T) {
 	require.Equal(t, 5.0, e.Spec.FPSLimit)
 	require.Equal(t, "1", e.Spec.Labels["a"])
 	require.Equal(t, "/tmp/x.avi", e.Spec.URL)
+
+	// Objects merge recursively; null removes a member; merge-patch+json
+	// is accepted; unknown members are refused even when null; a no-op
+	// makes no new revision.
+	patch := func(body, ct string) (int, string) {
+		req, _ := http.NewRequest("PATCH", srv.URL+"/v1/streams/p1", strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	code, b := patch(`{"labels":{"a":null,"c":"d"}}`, "application/merge-patch+json")
+	require.Equal(t, http.StatusOK, code, b)
+	e2, err := reg.Get(context.Background(), "p1")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"c": "d"}, e2.Spec.Labels)
+	code, b = patch(`{"status":null}`, "application/json")
+	require.Equal(t, http.StatusBadRequest, code, b)
+	require.Contains(t, b, `"field":"status"`)
+	code, _ = patch(`null`, "application/json")
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = patch(`{"url":null}`, "application/json")
+	require.Equal(t, http.StatusBadRequest, code, "url is required")
+	code, _ = patch(`{"id":"p1"}`, "Application/JSON; charset=utf-8")
+	require.Equal(t, http.StatusOK, code)
+	e3, _ := reg.Get(context.Background(), "p1")
+	require.Equal(t, e2.Revision, e3.Revision, "no-op: no new revision")
 }

@@ -11,9 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -171,13 +169,19 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			return fmt.Errorf("streams[%s].model: %w", s.ID, err)
 		}
 	}
-	var token string
-	if c.API.TokenFile != "" {
-		b, err := os.ReadFile(c.API.TokenFile)
-		if err != nil || strings.TrimSpace(string(b)) == "" {
-			return badInput(fmt.Errorf("api.token_file %s: unreadable or empty (%v)", c.API.TokenFile, err))
+	var token, natsToken string
+	for _, t := range []struct {
+		field, path string
+		dst         *string
+	}{{"api.token_file", c.API.TokenFile, &token}, {"nats.token_file", c.NATS.TokenFile, &natsToken}} {
+		if t.path == "" {
+			continue
 		}
-		token = strings.TrimSpace(string(b))
+		v, err := config.ReadToken(t.path)
+		if err != nil {
+			return badInput(fmt.Errorf("%s: %w", t.field, err))
+		}
+		*t.dst = v
 	}
 	engs.logLoaded(log)
 	var ep Endpoints
@@ -200,7 +204,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 
 	ep.NATS = c.NATS.URL
 	if ep.NATS == "" {
-		ns, err := natsserver.Start(c.NATS.Listen, filepath.Join(c.DataDir, "jetstream"))
+		ns, err := natsserver.Start(c.NATS.Listen, filepath.Join(c.DataDir, "jetstream"), natsToken)
 		if err != nil {
 			return err
 		}
@@ -208,7 +212,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		ep.NATS = ns.ClientURL()
 		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", filepath.Join(c.DataDir, "jetstream")))
 	}
-	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
+	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
 	if err != nil {
 		return err
 	}

@@ -127,7 +127,7 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	fmt.Fprintf(out, "  inference only (ORT Run)                 %8.1f fps\n", r.InferFPS)
 
 	// 3. Full pipeline, lossless and unpaced: throughput and allocations.
-	ns, err := natsserver.Start("127.0.0.1:0", "")
+	ns, err := natsserver.Start("127.0.0.1:0", "", "")
 	if err != nil {
 		return r, err
 	}

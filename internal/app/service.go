@@ -30,6 +30,7 @@ func (s *service) reconcile(ch registry.Change) {
 	if ch.Spec == nil {
 		if s.sup.Remove(ch.ID) {
 			s.stats.Remove(ch.ID)
+			s.metrics.Forget(ch.ID)
 			s.log.Info("stream removed", zap.String("stream", ch.ID))
 		}
 		return
@@ -39,6 +40,7 @@ func (s *service) reconcile(ch registry.Change) {
 	if !sp.IsEnabled() {
 		if s.sup.Apply(sp.ID, string(version), nil) {
 			s.stats.Remove(sp.ID)
+			s.metrics.Forget(sp.ID)
 			s.log.Info("stream disabled", zap.String("stream", sp.ID))
 		}
 		return
@@ -62,14 +64,18 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	log := s.log.With(zap.String("stream", sp.ID))
 	src, err := decode.New(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
-		OpenTimeout: open, StallTimeout: stall, Logger: log,
+		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
 	})
 	if err != nil {
 		return pipeline.StreamConfig{}, err
 	}
 	s.stats.Register(sp.ID)
+	queue := sp.QueueSize
+	if queue == 0 {
+		queue = s.c.Pipeline.QueueSize
+	}
 	return pipeline.StreamConfig{
-		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: s.c.Pipeline.QueueSize,
+		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
 		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil

@@ -22,6 +22,7 @@ type TailOptions struct {
 	Prefix string // subject prefix (default "vigil")
 	Count  int    // exit after this many messages; 0: run until ctx ends
 	JSON   bool   // print the raw messages instead of readable lines
+	Token  string // NATS token (nats.token_file), or ""
 }
 
 // Tail is `vigil tail`: it subscribes to <prefix>.<stream|*>.detections and
@@ -39,7 +40,7 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 		}
 		token = o.Stream
 	}
-	nc, err := nats.Connect(o.URL, nats.Name("vigil-tail"), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
+	nc, err := nats.Connect(o.URL, nats.Name("vigil-tail"), nats.Token(o.Token), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w (is vigil run up? see --nats)", redact.URLs(o.URL), err)
 	}

@@ -77,6 +77,9 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// SubjectPrefix is the first subject token (default "vigil").
 	SubjectPrefix string `yaml:"subject_prefix"`
+	// TokenFile holds a token for NATS: the embedded server requires it from
+	// every client, and vigil presents it to an external server.
+	TokenFile string `yaml:"token_file"`
 	// Bucket is the JetStream key-value bucket of the stream registry
 	// (default vigil_streams); Replicas its replica count on a cluster
 	// (default 1).
@@ -265,6 +268,7 @@ func (c *Config) expand() {
 	c.API.TokenFile = assets.ExpandEnv(c.API.TokenFile)
 	c.API.TLSCert = assets.ExpandEnv(c.API.TLSCert)
 	c.API.TLSKey = assets.ExpandEnv(c.API.TLSKey)
+	c.NATS.TokenFile = assets.ExpandEnv(c.NATS.TokenFile)
 	c.Infer.ORTLibrary = assets.ExpandEnv(c.Infer.ORTLibrary)
 	c.Infer.ModelsDir = assets.ExpandEnv(c.Infer.ModelsDir)
 	for i := range c.Models {
@@ -339,9 +343,16 @@ func (c *Config) Validate() error {
 	if (c.API.TLSCert == "") != (c.API.TLSKey == "") {
 		p.add("api.tls_cert", "tls_cert and tls_key go together")
 	}
-	for f, path := range map[string]string{"api.token_file": c.API.TokenFile, "api.tls_cert": c.API.TLSCert, "api.tls_key": c.API.TLSKey} {
+	for f, path := range map[string]string{"api.token_file": c.API.TokenFile, "api.tls_cert": c.API.TLSCert, "api.tls_key": c.API.TLSKey, "nats.token_file": c.NATS.TokenFile} {
 		if path != "" {
 			if _, err := os.Stat(path); err != nil {
+				p.add(f, "%v", err)
+			}
+		}
+	}
+	for f, path := range map[string]string{"api.token_file": c.API.TokenFile, "nats.token_file": c.NATS.TokenFile} {
+		if path != "" {
+			if _, err := ReadToken(path); err != nil {
 				p.add(f, "%v", err)
 			}
 		}
@@ -451,7 +462,10 @@ func (c *Config) Spec(s Stream) registry.Spec {
 	sp := registry.Spec{
 		ID: s.ID, URL: s.URL, Model: s.Model, FPSLimit: s.FPSLimit, FPSBurst: s.FPSBurst, BudgetMS: s.BudgetMS,
 		Priority: s.Priority, Enabled: s.Enabled, Transport: s.Transport, Labels: s.Labels,
-		Realtime: s.Realtime, Loop: s.Loop,
+		Realtime: s.Realtime, Loop: s.Loop, DecodeThreads: s.DecodeThreads,
+	}
+	if s.QueueSize != c.Pipeline.QueueSize { // only a per-stream override
+		sp.QueueSize = s.QueueSize
 	}
 	if s.OpenTimeout.Duration > 0 {
 		sp.OpenTimeout = s.OpenTimeout.String()
@@ -513,6 +527,20 @@ func (c *Config) ResolveModel(ref string) (infer.Model, error) {
 	}
 	return infer.Model{}, fmt.Errorf("unknown model %q (built-in: %s; or define it under models, or give an .onnx path)",
 		ref, strings.Join(infer.BuiltinNames(), ", "))
+}
+
+// ReadToken reads a secret token file: surrounding whitespace is trimmed
+// and an empty token is an error.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return t, nil
 }
 
 // missingModelHint says how to get a model file.

@@ -16,8 +16,11 @@ import (
 // port 0 picks a free port) and waits up to 10 s for it to accept clients.
 // When storeDir is not empty, JetStream is enabled with file storage there
 // (the stream registry's key-value bucket lives in it). Shut it down with
-// Shutdown and WaitForShutdown. Errors name the address or directory.
-func Start(listen, storeDir string) (*server.Server, error) {
+// Shutdown and WaitForShutdown. When token is not empty every client must
+// present it (nats.Token); otherwise the server accepts anyone who can
+// reach listen, which is why the default address is loopback. Errors name
+// the address or directory.
+func Start(listen, storeDir, token string) (*server.Server, error) {
 	host, portS, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS listen address %q: %w", listen, err)
@@ -38,7 +41,7 @@ func Start(listen, storeDir string) (*server.Server, error) {
 	}
 	opts := &server.Options{
 		ServerName: "vigil-embedded", Host: host, Port: port,
-		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,
+		NoLog: true, NoSigs: true, MaxPayload: 8 << 20, Authorization: token,
 	}
 	if storeDir != "" {
 		if err := os.MkdirAll(storeDir, 0o750); err != nil {

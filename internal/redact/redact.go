@@ -4,35 +4,58 @@ package redact
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
-// URL replaces the password of a URL's user info with "***", so that
-// rtsp://user:secret@cam/ becomes rtsp://user:***@cam/. Strings that do not
-// parse as URLs are returned unchanged when they hold no "@", and with
-// everything before the last "@" of the authority masked otherwise.
+// secretParam matches query parameter names that carry credentials in
+// camera URLs (…?user=admin&password=…, ?token=…, signed URLs).
+var secretParam = regexp.MustCompile(`(?i)(pass|pwd|secret|token|key|auth|sig|credential)`)
+
+// URL replaces credentials in raw with "***": the password of the user
+// info (everything after the first ':' of the part before the last '@' of
+// the authority-and-path, so a password with raw '@', ':' or '/' is masked
+// whole), and the values of query parameters whose names look like
+// credentials. rtsp://user:secret@cam/s?password=x becomes
+// rtsp://user:***@cam/s?password=***. Strings without "://" are returned
+// unchanged.
 func URL(raw string) string {
-	u, err := url.Parse(raw)
-	if err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "***")
-			return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
-		}
+	i := strings.Index(raw, "://")
+	if i < 0 {
 		return raw
 	}
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			rest := raw[i+3:]
-			end := strings.IndexAny(rest, "/?#")
-			if end < 0 {
-				end = len(rest)
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	head, tail := rest[:end], rest[end:]
+	if at := strings.LastIndex(head, "@"); at >= 0 {
+		user := head[:at]
+		if c := strings.Index(user, ":"); c >= 0 {
+			user = user[:c] + ":***"
+		}
+		head = user + head[at:]
+	}
+	if strings.HasPrefix(tail, "?") {
+		q, frag, _ := strings.Cut(tail[1:], "#")
+		parts := strings.Split(q, "&")
+		for j, p := range parts {
+			k, _, ok := strings.Cut(p, "=")
+			name, err := url.QueryUnescape(k)
+			if err != nil {
+				name = k
 			}
-			if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-				return raw[:i+3] + "***" + rest[at:]
+			if ok && secretParam.MatchString(name) {
+				parts[j] = k + "=***"
 			}
 		}
+		tail = "?" + strings.Join(parts, "&")
+		if frag != "" || strings.Contains(rest[end:], "#") {
+			tail += "#" + frag
+		}
 	}
-	return raw
+	return raw[:i+3] + head + tail
 }
 
 // URLs redacts a comma-separated list of URLs (a NATS cluster).

@@ -85,16 +85,25 @@ func (r *Registry) Get(ctx context.Context, id string) (Entry, error) {
 	return decodeEntry(e)
 }
 
+// ErrInvalidEntry marks a stored value that is not a valid spec for its
+// key (written to the bucket by something other than vigil's API).
+var ErrInvalidEntry = errors.New("invalid registry entry")
+
 func decodeEntry(e jetstream.KeyValueEntry) (Entry, error) {
 	var s Spec
 	if err := json.Unmarshal(e.Value(), &s); err != nil {
-		return Entry{}, fmt.Errorf("registry key %s holds invalid JSON: %w", e.Key(), err)
+		return Entry{}, fmt.Errorf("%w: key %s holds invalid JSON: %v", ErrInvalidEntry, e.Key(), err)
+	}
+	if id := idFromKey(e.Key()); s.ID != id {
+		return Entry{}, fmt.Errorf("%w: key %s holds the spec of %q", ErrInvalidEntry, e.Key(), s.ID)
 	}
 	return Entry{Spec: s, Revision: e.Revision(), Created: e.Created()}, nil
 }
 
-// List returns every stream, in no particular order.
-func (r *Registry) List(ctx context.Context) ([]Entry, error) {
+// List returns every valid stream, in no particular order; invalid
+// entries are reported through bad (when not nil) and skipped, so one bad
+// value cannot hide the others.
+func (r *Registry) List(ctx context.Context, bad func(key string, err error)) ([]Entry, error) {
 	lister, err := r.kv.ListKeysFiltered(ctx, "streams.*")
 	if err != nil {
 		return nil, err
@@ -110,7 +119,10 @@ func (r *Registry) List(ctx context.Context) ([]Entry, error) {
 		}
 		ent, err := decodeEntry(e)
 		if err != nil {
-			return nil, err
+			if bad != nil {
+				bad(k, err)
+			}
+			continue
 		}
 		out = append(out, ent)
 	}
@@ -132,20 +144,32 @@ func (r *Registry) Update(ctx context.Context, s Spec, rev uint64) (uint64, erro
 	return n, err
 }
 
-// Delete removes a stream; ErrNotFound if there is none.
+// Delete removes a stream, even one whose stored value is invalid;
+// ErrNotFound if there is none.
 func (r *Registry) Delete(ctx context.Context, id string) error {
-	if _, err := r.Get(ctx, id); err != nil {
+	if _, err := r.kv.Get(ctx, Key(id)); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	} else if err != nil {
 		return err
 	}
 	return r.kv.Delete(ctx, Key(id))
 }
 
-// Seed creates each spec that is not stored yet and leaves stored ones
-// alone (operators' changes win over the config file). It returns how many
-// it created.
+// seededKey marks that a config stream was seeded once ("seeded.<id>"), so
+// that deleting it through the API is not undone by the next start.
+func seededKey(id string) string { return "seeded." + id }
+
+// Seed creates each spec that was never seeded before and is not stored,
+// and leaves the others alone: operators' changes, deletions included, win
+// over the config file. It returns how many it created.
 func (r *Registry) Seed(ctx context.Context, specs []Spec) (int, error) {
 	n := 0
 	for _, s := range specs {
+		if _, err := r.kv.Create(ctx, seededKey(s.ID), []byte("1")); errors.Is(err, jetstream.ErrKeyExists) {
+			continue // seeded by an earlier start
+		} else if err != nil {
+			return n, fmt.Errorf("seeding %s: %w", s.ID, err)
+		}
 		_, err := r.Create(ctx, s)
 		switch {
 		case err == nil:

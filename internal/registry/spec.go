@@ -40,6 +40,12 @@ type Spec struct {
 	// Realtime and Loop make a file behave like a camera.
 	Realtime bool `json:"realtime,omitempty"`
 	Loop     bool `json:"loop,omitempty"`
+	// QueueSize bounds the frames waiting for the engine (0:
+	// pipeline.queue_size; at most 1000).
+	QueueSize int `json:"queue_size,omitempty"`
+	// DecodeThreads is FFmpeg's decoder thread count (0: FFmpeg chooses;
+	// at most 64).
+	DecodeThreads int `json:"decode_threads,omitempty"`
 	// OpenTimeout and StallTimeout are Go duration strings ("60s").
 	OpenTimeout  string `json:"open_timeout,omitempty"`
 	StallTimeout string `json:"stall_timeout,omitempty"`
@@ -95,6 +101,12 @@ func (s *Spec) Validate(resolveModel func(string) error) error {
 	}
 	if s.BudgetMS < 0 || s.BudgetMS > 60000 {
 		return fieldErr("budget_ms", "%d: want 0 (default) to 60000", s.BudgetMS)
+	}
+	if s.QueueSize < 0 || s.QueueSize > 1000 {
+		return fieldErr("queue_size", "%d: want 0 (default) to 1000", s.QueueSize)
+	}
+	if s.DecodeThreads < 0 || s.DecodeThreads > 64 {
+		return fieldErr("decode_threads", "%d: want 0 (FFmpeg chooses) to 64", s.DecodeThreads)
 	}
 	switch s.Priority {
 	case "", "high", "normal", "low":
