@@ -169,12 +169,16 @@ func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
 // the input tensor, run the session and decode. Errors come from the
 // Resizer or from ORT's Run.
 func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
+	tw := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.resizer == nil {
 		return dst, errors.New("infer: engine has no Resizer")
 	}
 	t0 := time.Now()
+	// Waiting for the engine (other streams' frames) is queueing.
+	st.Queue += t0.Sub(tw)
+
 	lb := NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
 	if err := e.resizer.Resize(img, lb.ContentW, lb.ContentH, e.bind.Order, e.pix); err != nil {
 		return dst, err

@@ -50,11 +50,10 @@ func TestAdmissionTokenBucket(t *testing.T) {
 
 // Deadline prediction at ingest: with a measured service time of 30 ms and
 // a 100 ms budget, a frame that would wait behind 3 others (120 ms) is
-// dropped, unless nothing was admitted for a whole budget: then it goes
-// through as a probe that re-measures the costs.
+// dropped.
 func TestDeadlineAtIngest(t *testing.T) {
 	s, released := policyStream(StreamConfig{Budget: 100 * time.Millisecond, QueueSize: 8})
-	s.service.add(30 * time.Millisecond)
+	s.service.Add(30 * time.Millisecond)
 	now := time.Now()
 	for i := 0; i < 3; i++ { // 30, 60, 90 ms: within budget
 		s.emit(&Frame{Arrival: now, Image: fakeImage{released}})
@@ -66,10 +65,6 @@ func TestDeadlineAtIngest(t *testing.T) {
 	drops, _ := s.c.Status.TakeAlert()
 	require.Equal(t, 1, drops[DropDeadline])
 
-	s.lastAdmit = now.Add(-500 * time.Millisecond) // nothing admitted for 5 budgets
-	s.emit(&Frame{Arrival: now, Image: fakeImage{released}})
-	require.Equal(t, 4, s.q.Len(), "a probe goes through")
-
 	// Without a measured cost nothing is predicted.
 	s2, rel2 := policyStream(StreamConfig{Budget: time.Millisecond})
 	s2.emit(&Frame{Arrival: now.Add(-time.Second), Image: fakeImage{rel2}})
@@ -77,10 +72,26 @@ func TestDeadlineAtIngest(t *testing.T) {
 }
 
 func TestEWMA(t *testing.T) {
-	var e ewma
-	require.Zero(t, e.get())
-	e.add(80 * time.Millisecond)
-	require.Equal(t, 80*time.Millisecond, e.get())
-	e.add(0)
-	require.Equal(t, 70*time.Millisecond, e.get(), "weight 1/8 per sample")
+	var e EWMA
+	require.Zero(t, e.Get())
+	e.Add(80 * time.Millisecond)
+	require.Equal(t, 80*time.Millisecond, e.Get())
+	e.Add(0)
+	require.Equal(t, 70*time.Millisecond, e.Get(), "weight 1/8 per sample")
+}
+
+// With a shared gate, other streams' waiting frames count: 5 waiting at
+// 10 ms each plus this frame is 60 ms; a 50 ms budget drops it.
+func TestDeadlineSharedGate(t *testing.T) {
+	g := NewGate()
+	g.per.Add(10 * time.Millisecond)
+	for i := 0; i < 5; i++ {
+		g.waiters = append(g.waiters, &waiter{})
+	}
+	s, released := policyStream(StreamConfig{Budget: 50 * time.Millisecond, Gate: g})
+	s.emit(&Frame{Arrival: time.Now(), Image: fakeImage{released}})
+	require.Zero(t, s.q.Len())
+	g.waiters = g.waiters[:2]
+	s.emit(&Frame{Arrival: time.Now(), Image: fakeImage{released}})
+	require.Equal(t, 1, s.q.Len())
 }

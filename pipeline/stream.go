@@ -39,6 +39,10 @@ type StreamConfig struct {
 	// publish times; when it leaves the queue, from the service and publish
 	// times. A frame already processed is published, marked over budget.
 	Budget time.Duration
+	// Gate, when set, is shared by every stream of the same engine: it
+	// serves frames earliest deadline first and refuses, at the moment a
+	// frame would start, one that can no longer make its deadline.
+	Gate *Gate
 	// StaleAfter (live sources; default 2 s, negative disables) drops
 	// frames that arrive more than this far behind the stream's timeline,
 	// judged by arrival − PTS against its minimum on this connection. A
@@ -154,20 +158,20 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 }
 
 type stream struct {
-	c         StreamConfig
-	q         *Queue
-	m         *streamMetrics
-	log       *zap.Logger
-	ctx       context.Context
-	codec     func() string
-	got       bool // the current connection delivered a frame (ingest goroutine only)
-	ended     bool // a non-live source reached its end
-	stale     staleness
-	admit     *rate.Limiter // nil: no admission limit
-	lastAdmit time.Time     // arrival of the last frame admitted past the deadline check
-	// Measured costs (EWMA, ns) for deadline prediction: service is
-	// Engine.Detect including its lock wait, publish is Sink.Publish.
-	service, publish ewma
+	c     StreamConfig
+	q     *Queue
+	m     *streamMetrics
+	log   *zap.Logger
+	ctx   context.Context
+	codec func() string
+	got   bool // the current connection delivered a frame (ingest goroutine only)
+	ended bool // a non-live source reached its end
+	stale staleness
+	admit *rate.Limiter // nil: no admission limit
+	// Measured costs for deadline prediction: service is one
+	// Engine.Detect including any wait for a shared engine (used when the
+	// engine is no LoadReporter), publish is Sink.Publish.
+	service, publish EWMA
 	// sinceLast counts drops since the last published message.
 	sinceLast atomic.Int64
 }
@@ -264,15 +268,11 @@ func (s *stream) emit(f *Frame) {
 		// Frames ahead of this one once it is queued (drop-oldest keeps at
 		// most QueueSize-1 of the current ones).
 		ahead := min(s.q.Len(), s.c.QueueSize-1)
-		if s.late(f, time.Duration(ahead+1)*s.service.get()+s.publish.get()) && f.Arrival.Sub(s.lastAdmit) < s.c.Budget {
+		if s.late(f, s.predict(ahead+1)) {
 			f.Image.Release()
 			s.dropped(StageIngest, DropDeadline)
 			return
 		}
-		// Admitted; also when the prediction says late but nothing was let
-		// through for a whole budget: that frame re-measures the costs, so
-		// a stale, pessimistic estimate cannot starve the stream.
-		s.lastAdmit = f.Arrival
 	}
 	if s.c.Lossless {
 		if !s.q.PushWait(s.ctx, f) {
@@ -283,6 +283,20 @@ func (s *stream) emit(f *Frame) {
 		s.dropped(StageQueue, DropQueueFull)
 	}
 	s.m.queueDepth.Set(float64(s.q.Len()))
+}
+
+// predict returns the time until a frame with n-1 of this stream's frames
+// ahead of it is published: the engine time of those n frames (plus, with
+// a shared Gate, of every frame waiting at the gate) and a publish. With a
+// Gate the per-frame time is the engine's own, refreshed by every stream,
+// so a stream that drops everything is not stuck with a stale estimate.
+// Zero before any cost is measured.
+func (s *stream) predict(n int) time.Duration {
+	if s.c.Gate != nil {
+		waiting, per := s.c.Gate.Load()
+		return time.Duration(waiting+n)*per + s.publish.Get()
+	}
+	return time.Duration(n)*s.service.Get() + s.publish.Get()
 }
 
 // late reports whether f, needing rest more time, would miss its deadline
@@ -303,7 +317,6 @@ func (s *stream) dropped(stage string, r DropReason) {
 func (s *stream) work(ctx context.Context) {
 	var res Result
 	var dets []Detection
-	var lastServe time.Time // last frame sent to the engine
 	var errLog rateLimited
 	for {
 		f, ok := s.q.Pop(ctx)
@@ -311,17 +324,36 @@ func (s *stream) work(ctx context.Context) {
 			return
 		}
 		s.m.queueDepth.Set(float64(s.q.Len()))
-		if s.c.Budget > 0 && s.late(f, s.service.get()+s.publish.get()) && time.Since(lastServe) < s.c.Budget {
+		if s.c.Budget > 0 && s.late(f, s.predict(1)) {
 			f.Image.Release()
 			s.dropped(StageQueue, DropDeadline)
 			continue
 		}
-		lastServe = time.Now()
 		st := StageTimes{Decode: f.Decoded.Sub(f.Arrival), Queue: time.Since(f.Decoded)}
 		var err error
-		t0 := time.Now()
-		dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
-		s.service.add(time.Since(t0))
+		if s.c.Gate != nil {
+			var deadline time.Time
+			if s.c.Budget > 0 {
+				deadline = f.Arrival.Add(s.c.Budget)
+			}
+			tq := time.Now()
+			gerr := s.c.Gate.Do(ctx, deadline, s.publish.Get(), func() {
+				st.Queue += time.Since(tq) // waiting for the shared engine
+				dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
+			})
+			if gerr != nil {
+				f.Image.Release()
+				if errors.Is(gerr, ErrLate) {
+					s.dropped(StageQueue, DropDeadline)
+					continue
+				}
+				return // ctx ended
+			}
+		} else {
+			t0 := time.Now()
+			dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
+			s.service.Add(time.Since(t0))
+		}
 		w, h := f.Image.Width(), f.Image.Height()
 		f.Image.Release()
 		if err != nil {
@@ -337,7 +369,7 @@ func (s *stream) work(ctx context.Context) {
 		}
 		t1 := time.Now()
 		err = s.c.Sink.Publish(ctx, &res)
-		s.publish.add(time.Since(t1))
+		s.publish.Add(time.Since(t1))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -406,12 +438,14 @@ func (st *staleness) isStale(f *Frame, after time.Duration) bool {
 	return true
 }
 
-// ewma is an exponentially weighted moving average of durations (weight
-// 1/8 for each new sample, as TCP's SRTT in RFC 6298), safe for one writer
-// and concurrent readers. Zero until the first sample.
-type ewma struct{ v atomic.Int64 }
+// EWMA is an exponentially weighted moving average of durations (weight
+// 1/8 for each new sample, as TCP's SRTT in RFC 6298), safe for concurrent
+// use (a lost update under a race only loses one sample). Zero until the
+// first sample.
+type EWMA struct{ v atomic.Int64 }
 
-func (e *ewma) add(d time.Duration) {
+// Add records one sample.
+func (e *EWMA) Add(d time.Duration) {
 	old := e.v.Load()
 	if old == 0 {
 		e.v.Store(int64(d))
@@ -420,4 +454,5 @@ func (e *ewma) add(d time.Duration) {
 	e.v.Store(old + (int64(d)-old)/8)
 }
 
-func (e *ewma) get() time.Duration { return time.Duration(e.v.Load()) }
+// Get returns the average (0 before the first sample).
+func (e *EWMA) Get() time.Duration { return time.Duration(e.v.Load()) }

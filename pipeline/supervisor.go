@@ -114,6 +114,18 @@ func (s *Supervisor) Status(id string) (StatusSnapshot, bool) {
 	return sv.status.Snapshot(), true
 }
 
+// TakeAlert returns and resets stream id's drops and budget misses not yet
+// alerted (see Status.TakeAlert); zero for an unknown stream.
+func (s *Supervisor) TakeAlert(id string) (map[DropReason]int, int) {
+	s.mu.Lock()
+	sv := s.streams[id]
+	s.mu.Unlock()
+	if sv == nil {
+		return nil, 0
+	}
+	return sv.status.TakeAlert()
+}
+
 // IDs returns the supervised stream ids, sorted.
 func (s *Supervisor) IDs() []string {
 	s.mu.Lock()

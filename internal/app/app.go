@@ -67,12 +67,25 @@ func NewLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 type engines struct {
 	mu     sync.Mutex
 	byName map[string]*infer.Engine
+	gates  map[*infer.Engine]*pipeline.Gate
 	cfg    *config.Config
 	scs    []*decode.Scaler
 }
 
 func newEngines(c *config.Config) *engines {
-	return &engines{byName: map[string]*infer.Engine{}, cfg: c}
+	return &engines{byName: map[string]*infer.Engine{}, gates: map[*infer.Engine]*pipeline.Gate{}, cfg: c}
+}
+
+// gate returns the engine's shared EDF gate (one per engine).
+func (e *engines) gate(eng *infer.Engine) *pipeline.Gate {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.gates[eng]
+	if g == nil {
+		g = pipeline.NewGate()
+		e.gates[eng] = g
+	}
+	return g
 }
 
 func openRuntime(c *config.Config) error {
@@ -259,7 +272,11 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	}
 
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		svc.alertLoop(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {

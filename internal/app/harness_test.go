@@ -36,7 +36,10 @@ type vigil struct {
 // API, NATS and metrics on free ports are added) and waits until ready.
 func startVigil(t *testing.T, dataDir, body string) *vigil {
 	t.Helper()
-	cfg := fmt.Sprintf("data_dir: %q\napi: {listen: \"127.0.0.1:0\"}\nmetrics: {listen: \"127.0.0.1:0\"}\nnats: {listen: \"127.0.0.1:0\"}\npipeline: {progress_interval: 0s}\n%s", dataDir, body)
+	cfg := fmt.Sprintf("data_dir: %q\napi: {listen: \"127.0.0.1:0\"}\nmetrics: {listen: \"127.0.0.1:0\"}\nnats: {listen: \"127.0.0.1:0\"}\n%s\n", dataDir, body)
+	if !strings.Contains(body, "pipeline:") {
+		cfg += "pipeline: {progress_interval: 0s}\n"
+	}
 	c, err := config.Parse([]byte(cfg), "test.yaml")
 	require.NoError(t, err)
 	v := &vigil{t: t, done: make(chan error, 1), logs: &lockedWriter{w: new(bytes.Buffer)}}

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -76,9 +78,45 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	}
 	return pipeline.StreamConfig{
 		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
-		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Logger: log, Metrics: s.metrics, Stats: s.stats,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
+}
+
+// alertLoop turns each stream's drops and budget misses into rate-limited
+// alerts on <prefix>.<stream_id>.alerts, once a second, until ctx ends.
+func (s *service) alertLoop(ctx context.Context) {
+	a := pipeline.NewAlerter(s.c.Pipeline.AlertInterval.Duration)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	known := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			ids := s.sup.IDs()
+			current := map[string]bool{}
+			for _, id := range ids {
+				current[id] = true
+				drops, misses := s.sup.TakeAlert(id)
+				a.Add(now, id, drops, misses)
+			}
+			for id := range known {
+				if !current[id] {
+					a.Forget(id)
+				}
+			}
+			known = current
+			for _, al := range a.Due(now) {
+				b, _ := json.Marshal(al)
+				if err := s.sink.Conn().Publish(s.c.NATS.SubjectPrefix+"."+al.StreamID+".alerts", b); err != nil {
+					s.log.Warn("publishing alert", zap.Error(err))
+				}
+				s.log.Warn("alert", zap.String("stream", al.StreamID), zap.String("type", al.Type), zap.Int("count", al.Count), zap.Any("reasons", al.Reasons))
+			}
+		}
+	}
 }
 
 // publishEvent sends a lifecycle event to <prefix>.<stream_id>.events.

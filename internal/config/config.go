@@ -109,6 +109,9 @@ type Pipeline struct {
 	// BudgetMS is the default per-frame latency budget in ms, arrival to
 	// publish (default 200; 0: no budget, no deadline drops).
 	BudgetMS *int `yaml:"budget_ms"`
+	// AlertInterval is the least time between two alerts of one kind for
+	// one stream on <prefix>.<id>.alerts (default 10s).
+	AlertInterval Duration `yaml:"alert_interval"`
 }
 
 // Model is a named model.
@@ -191,13 +194,14 @@ func ptr[T any](v T) *T { return &v }
 func Default() Config {
 	five := Duration{5 * time.Second}
 	return Config{
-		DataDir:  defaultDataDir(),
-		API:      API{Listen: "127.0.0.1:8080"},
-		Log:      Log{Level: "info", Format: "console"},
-		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
-		NATS:     NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
-		Infer:    Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
-		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS)},
+		DataDir: defaultDataDir(),
+		API:     API{Listen: "127.0.0.1:8080"},
+		Log:     Log{Level: "info", Format: "console"},
+		Metrics: Metrics{Listen: "127.0.0.1:9090"},
+		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
+		Infer:   Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
+		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
+			AlertInterval: Duration{10 * time.Second}},
 	}
 }
 
@@ -371,6 +375,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.QueueSize < 1 || c.Pipeline.QueueSize > MaxQueueSize {
 		p.add("pipeline.queue_size", "%d: want 1 to %d", c.Pipeline.QueueSize, MaxQueueSize)
+	}
+	if c.Pipeline.AlertInterval.Duration < 100*time.Millisecond {
+		p.add("pipeline.alert_interval", "%s: want at least 100ms", c.Pipeline.AlertInterval)
 	}
 	if b := c.Pipeline.BudgetMS; b != nil && (*b < 0 || *b > 60000) {
 		p.add("pipeline.budget_ms", "%d: want 0 (none) to 60000", *b)

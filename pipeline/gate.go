@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrLate is returned by Gate.Do when a frame reaches the engine too late
+// to be published within its deadline; it was not processed.
+var ErrLate = errors.New("deadline cannot be met")
+
+// Gate serialises the use of one engine by many streams in earliest-
+// deadline-first order (EDF), and refuses a frame at the moment it would
+// start if the engine's measured time per frame plus its own margin would
+// end past its deadline. A plain mutex would serve whoever barges in first
+// and let a frame wait behind fifteen others for hundreds of ms after a
+// prediction said it would make it; EDF with a check at start-of-service
+// bounds every processed frame's lateness by one engine-time misestimate.
+type Gate struct {
+	mu      sync.Mutex
+	busy    bool
+	waiters waitHeap
+	seq     uint64
+	per     EWMA // mean time fn holds the engine (SRTT-like)
+	dev     EWMA // mean absolute deviation from per (RTTVAR-like)
+}
+
+// NewGate returns an idle gate.
+func NewGate() *Gate { return &Gate{} }
+
+type waiter struct {
+	deadline time.Time // zero: no deadline, served after all deadlines
+	seq      uint64    // FIFO among equal deadlines
+	ready    chan struct{}
+	index    int
+}
+
+type waitHeap []*waiter
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	switch {
+	case a.deadline.IsZero() != b.deadline.IsZero():
+		return !a.deadline.IsZero()
+	case !a.deadline.Equal(b.deadline):
+		return a.deadline.Before(b.deadline)
+	}
+	return a.seq < b.seq
+}
+func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *waitHeap) Push(x any)   { w := x.(*waiter); w.index = len(*h); *h = append(*h, w) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	w.index = -1
+	return w
+}
+
+// Load returns how many calls wait for the engine and the mean time one
+// call holds it (EWMA).
+func (g *Gate) Load() (waiting int, perFrame time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiters), g.per.Get()
+}
+
+// Do waits for the engine in deadline order, then runs fn unless
+// now + a conservative per-frame time (see bound) + margin is past deadline (then it returns ErrLate
+// without running fn). A zero deadline never expires. It returns
+// ctx.Err() if ctx ends while waiting.
+func (g *Gate) Do(ctx context.Context, deadline time.Time, margin time.Duration, fn func()) error {
+	g.mu.Lock()
+	if g.busy {
+		g.seq++
+		w := &waiter{deadline: deadline, seq: g.seq, ready: make(chan struct{})}
+		heap.Push(&g.waiters, w)
+		g.mu.Unlock()
+		select {
+		case <-w.ready: // the engine was handed to us
+		case <-ctx.Done():
+			g.mu.Lock()
+			if w.index >= 0 {
+				heap.Remove(&g.waiters, w.index)
+				g.mu.Unlock()
+				return ctx.Err()
+			}
+			g.mu.Unlock()
+			<-w.ready // handed over meanwhile: pass it on below
+			g.release()
+			return ctx.Err()
+		}
+	} else {
+		g.busy = true
+		g.mu.Unlock()
+	}
+	defer g.release()
+	if !deadline.IsZero() && time.Now().Add(g.bound()+margin).After(deadline) {
+		return ErrLate
+	}
+	t0 := time.Now()
+	fn()
+	d := time.Since(t0)
+	if per := g.per.Get(); per > 0 {
+		g.dev.Add((d - per).Abs())
+	}
+	g.per.Add(d)
+	return nil
+}
+
+// bound is a conservative engine time for one frame: mean + 4 × mean
+// deviation, as TCP bounds a round trip (RFC 6298: RTO = SRTT + 4·RTTVAR),
+// so that a frame started on time rarely finishes late when the engine's
+// time varies (CPU contention, GC).
+func (g *Gate) bound() time.Duration { return g.per.Get() + 4*g.dev.Get() }
+
+// release hands the engine to the earliest-deadline waiter, or frees it.
+func (g *Gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiters) == 0 {
+		g.busy = false
+		return
+	}
+	w := heap.Pop(&g.waiters).(*waiter)
+	close(w.ready)
+}

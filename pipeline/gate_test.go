@@ -1,0 +1,79 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Waiters are served earliest deadline first (no deadline last, FIFO among
+// equals), and a frame that cannot finish by its deadline is refused when
+// its turn comes, without running.
+func TestGateEDF(t *testing.T) {
+	g := NewGate()
+	g.per.Add(time.Millisecond)
+	hold := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		_ = g.Do(context.Background(), time.Time{}, 0, func() { close(started); <-hold })
+	}()
+	<-started
+	now := time.Now()
+	deadlines := []time.Duration{5 * time.Second, 0, 1 * time.Second, 3 * time.Second, 2 * time.Second, -time.Second}
+	var mu sync.Mutex
+	var order []time.Duration
+	errs := map[time.Duration]error{}
+	var wg sync.WaitGroup
+	for i, d := range deadlines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var dl time.Time
+			if d != 0 {
+				dl = now.Add(d)
+			}
+			err := g.Do(context.Background(), dl, 0, func() {
+				mu.Lock()
+				order = append(order, d)
+				mu.Unlock()
+			})
+			mu.Lock()
+			errs[d] = err
+			mu.Unlock()
+		}()
+		require.Eventually(t, func() bool { n, _ := g.Load(); return n == i+1 }, time.Second, time.Millisecond)
+	}
+	close(hold)
+	wg.Wait()
+	require.Equal(t, []time.Duration{1 * time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 0}, order)
+	require.ErrorIs(t, errs[-time.Second], ErrLate, "already past its deadline: refused")
+	n, _ := g.Load()
+	require.Zero(t, n)
+	require.False(t, g.busy)
+}
+
+func TestGateCancelWhileWaiting(t *testing.T) {
+	g := NewGate()
+	hold := make(chan struct{})
+	started := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = g.Do(context.Background(), time.Time{}, 0, func() { close(started); <-hold })
+	}()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error)
+	go func() { res <- g.Do(ctx, time.Time{}, 0, func() { t.Error("must not run") }) }()
+	require.Eventually(t, func() bool { n, _ := g.Load(); return n == 1 }, time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-res, context.Canceled)
+	close(hold)
+	<-done
+	ran := false
+	require.NoError(t, g.Do(context.Background(), time.Time{}, 0, func() { ran = true }))
+	require.True(t, ran, "the gate is free again")
+}
