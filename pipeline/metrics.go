@@ -55,6 +55,9 @@ type Metrics struct {
 	// BudgetMisses counts frames published after their budget ran out:
 	// vigil_budget_misses_total{stream}.
 	BudgetMisses *prometheus.CounterVec
+	// Up is 1 while a stream is running and 0 in any other state:
+	// vigil_stream_up{stream}.
+	Up *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg; a nil reg
@@ -92,8 +95,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.BudgetMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_budget_misses_total", Help: "Frames published later than their latency budget.",
 	}, []string{"stream"})
+	m.Up = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vigil_stream_up", Help: "1 while the stream is running (frames flowing), 0 when starting, reconnecting, failed or stopped.",
+	}, []string{"stream"})
 	if reg != nil {
-		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses)
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up)
 	}
 	return m
 }
@@ -109,6 +115,7 @@ func (m *Metrics) Forget(stream string) {
 	m.Latency.DeletePartialMatch(l)
 	m.QueueDepth.DeletePartialMatch(l)
 	m.BudgetMisses.DeletePartialMatch(l)
+	m.Up.DeletePartialMatch(l)
 }
 
 // streamMetrics are one stream's collectors, resolved once so that the
@@ -116,6 +123,7 @@ func (m *Metrics) Forget(stream string) {
 type streamMetrics struct {
 	decoded, processed, detections prometheus.Counter
 	budgetMisses                   prometheus.Counter
+	up                             prometheus.Gauge
 	queueDepth                     prometheus.Gauge
 	stages                         [7]prometheus.Observer // in stageOrder
 	m                              *Metrics
@@ -131,6 +139,7 @@ func (m *Metrics) forStream(stream string) *streamMetrics {
 		processed:    m.Processed.WithLabelValues(stream),
 		detections:   m.Detections.WithLabelValues(stream),
 		budgetMisses: m.BudgetMisses.WithLabelValues(stream),
+		up:           m.Up.WithLabelValues(stream),
 		queueDepth:   m.QueueDepth.WithLabelValues(stream),
 		m:            m,
 		stream:       stream,
