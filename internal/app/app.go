@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/hwmon"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
@@ -202,6 +203,10 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := pipeline.NewMetrics(reg)
+	if hw := hwmon.Start(log); hw != nil {
+		reg.MustRegister(hw)
+		defer hw.Close()
+	}
 	if c.Metrics.Listen != "off" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
