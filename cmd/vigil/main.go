@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/assets"
@@ -194,18 +196,29 @@ func cmdDetect(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return &app.BadInputError{Err: errors.New("exactly one SOURCE (file, rtsp:// or http(s):// URL) is required")}
 	}
-	c, err := loadConfig(*cfgPath)
+	c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
 	if err != nil {
 		return err
+	}
+	defer stop()
+	return app.Detect(ctx, c, app.DetectOptions{Source: fs.Arg(0), Model: *model, MaxFrames: *maxFrames, StreamID: *id, Realtime: *realtime}, log, stdout)
+}
+
+// toolSetup prepares a one-shot command (detect, bench): the optional
+// config, a logger that only shows warnings, and a signal context with a
+// 10 s shutdown grace.
+func toolSetup(cfgPath string, stderr io.Writer) (config.Config, *zap.Logger, context.Context, context.CancelFunc, error) {
+	c, err := loadConfig(cfgPath)
+	if err != nil {
+		return c, nil, nil, nil, err
 	}
 	c.Log.Level = "warn"
 	log, err := app.NewLogger(c.Log, stderr)
 	if err != nil {
-		return &app.BadInputError{Err: err}
+		return c, nil, nil, nil, &app.BadInputError{Err: err}
 	}
 	ctx, stop := signalContext(stderr, 10*time.Second)
-	defer stop()
-	return app.Detect(ctx, c, app.DetectOptions{Source: fs.Arg(0), Model: *model, MaxFrames: *maxFrames, StreamID: *id, Realtime: *realtime}, log, stdout)
+	return c, log, ctx, stop, nil
 }
 
 func cmdTail(args []string, stdout, stderr io.Writer) error {
@@ -253,16 +266,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if o.Duration <= 0 {
 		return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
 	}
-	c, err := loadConfig(*cfgPath)
+	c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
 	if err != nil {
 		return err
 	}
-	c.Log.Level = "warn"
-	log, err := app.NewLogger(c.Log, stderr)
-	if err != nil {
-		return &app.BadInputError{Err: err}
-	}
-	ctx, stop := signalContext(stderr, 10*time.Second)
 	defer stop()
 	_, err = app.Bench(ctx, c, o, log, stdout)
 	return err

@@ -19,25 +19,36 @@ import (
 	"github.com/vigil-video/vigil/internal/testenv"
 )
 
-// The API round trip through the CLI, against an in-process `vigil run`
-// with a bearer token.
-func TestStreamsCLIRoundTrip(t *testing.T) {
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("tok-123\n"), 0o600))
-	c, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %q
-api: {listen: "127.0.0.1:0", token_file: %q}
-metrics: {listen: "off"}
-nats: {listen: "127.0.0.1:0"}
-pipeline: {progress_interval: 0s}
-`, t.TempDir(), tokenFile)), "cli.yaml")
+// runVigil runs an in-process `vigil run` with the config body (data_dir
+// and a silent progress line are added) until the test ends.
+func runVigil(t *testing.T, body string) app.Endpoints {
+	t.Helper()
+	c, err := config.Parse([]byte(fmt.Sprintf("data_dir: %q\npipeline: {progress_interval: 0s}\n%s", t.TempDir(), body)), "test.yaml")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan app.Endpoints, 1)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, c, zap.NewNop(), nil, func(ep app.Endpoints) { ready <- ep }) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
-	ep := <-ready
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	select {
+	case ep := <-ready:
+		return ep
+	case err := <-done:
+		t.Fatalf("vigil did not start: %v", err)
+	}
+	return app.Endpoints{}
+}
+
+// The API round trip through the CLI, against an in-process `vigil run`
+// with a bearer token.
+func TestStreamsCLIRoundTrip(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok-123\n"), 0o600))
+	ep := runVigil(t, fmt.Sprintf(`
+api: {listen: "127.0.0.1:0", token_file: %q}
+metrics: {listen: "off"}
+nats: {listen: "127.0.0.1:0"}
+`, tokenFile))
 	common := []string{"--api", ep.API, "--token-file", tokenFile}
 	streams := func(args ...string) (int, string, string) {
 		return vigil(append([]string{"streams"}, append(args, common...)...)...)
@@ -103,21 +114,12 @@ pipeline: {progress_interval: 0s}
 func TestNATSToken(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "nats-token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("nats-secret\n"), 0o600))
-	c, err := config.Parse([]byte(fmt.Sprintf(`
-data_dir: %q
+	ep := runVigil(t, fmt.Sprintf(`
 api: {listen: "off"}
 metrics: {listen: "off"}
 nats: {listen: "127.0.0.1:0", token_file: %q}
-pipeline: {progress_interval: 0s}
 streams: [{id: tok, url: %q, realtime: true, loop: true}]
-`, t.TempDir(), tokenFile, testenv.Media(t, "Megamind.avi"))), "tok.yaml")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan app.Endpoints, 1)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, c, zap.NewNop(), nil, func(ep app.Endpoints) { ready <- ep }) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
-	ep := <-ready
+`, tokenFile, testenv.Media(t, "Megamind.avi")))
 
 	rc, _, errOut := vigil("tail", "--nats", ep.NATS, "--count", "1")
 	require.Equal(t, 1, rc)
