@@ -35,6 +35,7 @@ Usage:
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
   vigil tail [flags]               print the detections a running vigil publishes
   vigil streams ls|get|add|set|rm  manage a running vigil's streams through its API
+  vigil doctor [flags]             health report from a running vigil's metrics
   vigil bench [flags]              measure decode, inference and pipeline speed
   vigil check-config FILE          validate a config file and exit
   vigil version                    print version information
@@ -67,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCheckConfig(rest, stdout, stderr)
 	case "streams":
 		err = cmdStreams(rest, stdout, stderr)
+	case "doctor":
+		err = cmdDoctor(rest, stdout, stderr)
 	case "version", "--version":
 		printVersion(stdout)
 	case "help", "-h", "--help":
@@ -272,6 +275,27 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	_, err = app.Bench(ctx, c, o, log, stdout)
+	return err
+}
+
+func cmdDoctor(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("doctor", "doctor [--metrics URL] [--window D]", stderr)
+	o := app.DoctorOptions{}
+	fs.StringVar(&o.URL, "metrics", "http://127.0.0.1:9090/metrics", "a running vigil's /metrics (metrics.listen)")
+	fs.DurationVar(&o.Window, "window", 10*time.Second, "time between the two scrapes the report compares")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if o.Window <= 0 {
+		return &app.BadInputError{Err: fmt.Errorf("--window %s: must be positive", o.Window)}
+	}
+	ctx, stop := signalContext(stderr, 5*time.Second)
+	defer stop()
+	_, err := app.Doctor(ctx, o, stdout)
 	return err
 }
 

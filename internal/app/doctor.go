@@ -1,0 +1,256 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// DoctorOptions are `vigil doctor`'s flags.
+type DoctorOptions struct {
+	// URL of a running vigil's /metrics.
+	URL string
+	// Window between the two scrapes that rates and latencies come from.
+	Window time.Duration
+}
+
+// Check is one line of the health report.
+type Check struct {
+	Name      string
+	Measured  string // "" when the metric is not available
+	Threshold string
+	OK        bool
+	// Advice is the direction to take when the check fails (or why it
+	// cannot be measured).
+	Advice string
+}
+
+// Thresholds of the report (the field's long-tail playbook).
+const (
+	gpuUtilHigh   = 0.70 // GPU busy enough to be worth its cost
+	gpuUtilLow    = 0.30 // below this the GPU is mostly idle
+	gpuMemMax     = 0.80 // headroom for engines, graphs and bursts
+	tailToMean    = 3.0  // P99 / mean of the engine time per frame
+	queueDelayMax = 5 * time.Millisecond
+)
+
+// Doctor is `vigil doctor`: it scrapes a running vigil's metrics twice,
+// Window apart, and writes a health report: GPU utilisation (above 70 %, not
+// under 30 %), GPU memory use (under 80 %), the engine-time tail (P99 under
+// 3× the mean), queue delay (mean under 5 ms) and the host↔device copy share
+// (under 15 % of batch time). Each line gives the measured value, the
+// threshold and the direction to take. It returns the checks.
+func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error) {
+	if o.Window <= 0 {
+		o.Window = 10 * time.Second
+	}
+	a, err := scrape(ctx, o.URL)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(o.Window):
+	}
+	b, err := scrape(ctx, o.URL)
+	if err != nil {
+		return nil, err
+	}
+	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(b)}
+	fmt.Fprintf(out, "vigil doctor: %s over %s\n", o.URL, o.Window)
+	for _, c := range checks {
+		status := "ok  "
+		switch {
+		case c.Measured == "":
+			status, c.Measured = "n/a ", "-"
+		case !c.OK:
+			status = "WARN"
+		}
+		fmt.Fprintf(out, "  %s %-28s %-14s (want %s)", status, c.Name, c.Measured, c.Threshold)
+		if c.Advice != "" && (status != "ok  ") {
+			fmt.Fprintf(out, "  -> %s", c.Advice)
+		}
+		fmt.Fprintln(out)
+	}
+	return checks, nil
+}
+
+type families map[string]*dto.MetricFamily
+
+func scrape(ctx context.Context, url string) (families, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("--metrics %q: %w", url, err))
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w (is vigil run up? see --metrics)", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading %s: HTTP %d", url, resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	return mfs, nil
+}
+
+func gauges(f families, name string) []float64 {
+	var v []float64
+	if mf := f[name]; mf != nil {
+		for _, m := range mf.Metric {
+			v = append(v, m.GetGauge().GetValue())
+		}
+	}
+	return v
+}
+
+func gpuUtilCheck(f families) Check {
+	c := Check{Name: "GPU utilisation", Threshold: "> 70 %, not < 30 %"}
+	u := gauges(f, "vigil_gpu_utilization_ratio")
+	if len(u) == 0 {
+		c.Advice = "no NVIDIA GPU metrics (no driver, or inference on the CPU)"
+		return c
+	}
+	mean := 0.0
+	for _, x := range u {
+		mean += x / float64(len(u))
+	}
+	c.Measured = fmt.Sprintf("%.0f %%", 100*mean)
+	c.OK = mean > gpuUtilHigh
+	if mean < gpuUtilLow {
+		c.Advice = "the GPU idles: raise the batch size (preferred_batch_sizes) or put more streams on it"
+	} else if !c.OK {
+		c.Advice = "raise the batch size or the dynamic-batching delay so each launch does more work"
+	}
+	return c
+}
+
+func gpuMemCheck(f families) Check {
+	c := Check{Name: "GPU memory use", Threshold: "< 80 %"}
+	used, total := gauges(f, "vigil_gpu_memory_used_bytes"), gauges(f, "vigil_gpu_memory_total_bytes")
+	if len(used) == 0 || len(used) != len(total) {
+		c.Advice = "no NVIDIA GPU metrics"
+		return c
+	}
+	worst := 0.0
+	for i := range used {
+		if total[i] > 0 {
+			worst = math.Max(worst, used[i]/total[i])
+		}
+	}
+	c.Measured = fmt.Sprintf("%.0f %%", 100*worst)
+	c.OK = worst < gpuMemMax
+	c.Advice = "lower the batch size or quantise the model (FP16/INT8) to shrink engines and activations"
+	return c
+}
+
+// stageDelta returns the histogram buckets (upper bound -> cumulative
+// count), sum and count of vigil_stage_latency_seconds for one stage,
+// summed over streams, between two scrapes.
+func stageDelta(a, b families, stage string) (map[float64]float64, float64, float64) {
+	buckets := map[float64]float64{}
+	var sum, count float64
+	add := func(f families, sign float64) {
+		mf := f["vigil_stage_latency_seconds"]
+		if mf == nil {
+			return
+		}
+		for _, m := range mf.Metric {
+			match := false
+			for _, l := range m.Label {
+				if l.GetName() == "stage" && l.GetValue() == stage {
+					match = true
+				}
+			}
+			if !match {
+				continue
+			}
+			h := m.GetHistogram()
+			sum += sign * h.GetSampleSum()
+			count += sign * float64(h.GetSampleCount())
+			for _, bk := range h.Bucket {
+				buckets[bk.GetUpperBound()] += sign * float64(bk.GetCumulativeCount())
+			}
+		}
+	}
+	add(b, 1)
+	add(a, -1)
+	return buckets, sum, count
+}
+
+// quantile estimates q from cumulative buckets as Prometheus'
+// histogram_quantile does (linear within the bucket).
+func quantile(q float64, buckets map[float64]float64, count float64) float64 {
+	bounds := make([]float64, 0, len(buckets))
+	for ub := range buckets {
+		bounds = append(bounds, ub)
+	}
+	sort.Float64s(bounds)
+	rank := q * count
+	prevB, prevC := 0.0, 0.0
+	for _, ub := range bounds {
+		c := buckets[ub]
+		if c >= rank {
+			if math.IsInf(ub, 1) {
+				return prevB
+			}
+			if c == prevC {
+				return ub
+			}
+			return prevB + (ub-prevB)*(rank-prevC)/(c-prevC)
+		}
+		prevB, prevC = ub, c
+	}
+	return prevB
+}
+
+func tailCheck(a, b families) Check {
+	c := Check{Name: "engine time tail (P99/mean)", Threshold: "< 3x"}
+	buckets, sum, count := stageDelta(a, b, "infer")
+	if count < 20 {
+		c.Advice = "too few inferences in the window"
+		return c
+	}
+	mean := sum / count
+	p99 := quantile(0.99, buckets, count)
+	ratio := p99 / mean
+	c.Measured = fmt.Sprintf("%.1fx (%.1f/%.1f ms)", ratio, 1e3*p99, 1e3*mean)
+	c.OK = ratio < tailToMean
+	c.Advice = "operator fusion / fixed shapes with CUDA graphs, and fewer engines competing for the same cores"
+	return c
+}
+
+func queueCheck(a, b families) Check {
+	c := Check{Name: "queue delay (mean)", Threshold: "< 5 ms"}
+	_, sum, count := stageDelta(a, b, "queue")
+	if count < 1 {
+		c.Advice = "no frame processed in the window"
+		return c
+	}
+	mean := time.Duration(sum / count * float64(time.Second))
+	c.Measured = fmt.Sprintf("%.2f ms", float64(mean)/1e6)
+	c.OK = mean < queueDelayMax
+	c.Advice = "shorten the dynamic-batching delay, or serve fewer streams per engine"
+	return c
+}
+
+// copyCheck cannot measure anything yet: only a GPU engine has host↔device
+// copies, and it is not built; the line says so rather than pass silently.
+func copyCheck(families) Check {
+	return Check{Name: "host-device copy share", Threshold: "< 15 % of batch time",
+		Advice: "no copy timings: the CPU engine copies nothing to a device (the GPU engine is not built yet)"}
+}
