@@ -46,6 +46,8 @@ func exported(t *testing.T) map[string]bool {
 	m.QueueDepth.WithLabelValues("s").Set(1)
 	m.BudgetMisses.WithLabelValues("s").Inc()
 	m.Up.WithLabelValues("s").Set(1)
+	m.Degraded.WithLabelValues("s").Set(1)
+	m.TotalQueue.Set(1)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

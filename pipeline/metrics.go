@@ -23,6 +23,9 @@ const (
 	// stream's own timeline (a burst after a network cut): processing it
 	// late would only add latency.
 	DropStale DropReason = "stale"
+	// DropDegraded: the stream runs at its degraded frame rate (low
+	// priority under sustained load) and this frame is over it.
+	DropDegraded DropReason = "degraded"
 	// DropDeadline: the frame could no longer be published within its
 	// stream's latency budget, judged from measured stage costs.
 	DropDeadline DropReason = "deadline"
@@ -58,6 +61,12 @@ type Metrics struct {
 	// Up is 1 while a stream is running and 0 in any other state:
 	// vigil_stream_up{stream}.
 	Up *prometheus.GaugeVec
+	// Degraded is 1 while a low-priority stream runs at its degraded rate:
+	// vigil_stream_degraded{stream}.
+	Degraded *prometheus.GaugeVec
+	// TotalQueue is the frames waiting for engines, all streams together,
+	// that the degradation governor watches: vigil_queue_depth_total_frames.
+	TotalQueue prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them with reg; a nil reg
@@ -98,8 +107,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Up = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vigil_stream_up", Help: "1 while the stream is running (frames flowing), 0 when starting, reconnecting, failed or stopped.",
 	}, []string{"stream"})
+	m.Degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vigil_stream_degraded", Help: "1 while a low-priority stream is switched to its degraded frame rate under sustained load.",
+	}, []string{"stream"})
+	m.TotalQueue = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vigil_queue_depth_total_frames", Help: "Frames waiting for engines, all streams together (the degradation governor's input).",
+	})
 	if reg != nil {
-		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up)
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.Degraded, m.TotalQueue)
 	}
 	return m
 }
@@ -116,6 +131,7 @@ func (m *Metrics) Forget(stream string) {
 	m.QueueDepth.DeletePartialMatch(l)
 	m.BudgetMisses.DeletePartialMatch(l)
 	m.Up.DeletePartialMatch(l)
+	m.Degraded.DeletePartialMatch(l)
 }
 
 // streamMetrics are one stream's collectors, resolved once so that the

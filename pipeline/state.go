@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,11 +24,18 @@ const (
 	StateStopped      State = "stopped"
 )
 
+// Event types that are not states: a low-priority stream switched to its
+// degraded frame rate under sustained load, and back.
+const (
+	EventDegraded State = "degraded"
+	EventRestored State = "restored"
+)
+
 // Event is a lifecycle event, published as JSON to vigil.<stream_id>.events.
 type Event struct {
 	StreamID string `json:"stream_id"`
-	// Type is the state entered: starting, running, reconnecting, failed
-	// or stopped.
+	// Type is the state entered (starting, running, reconnecting, failed,
+	// stopped), or degraded / restored.
 	Type State     `json:"type"`
 	Time time.Time `json:"time"`
 	// Reason says why (an error, with credentials redacted by the source).
@@ -61,6 +69,8 @@ type Status struct {
 	height     int
 	codec      string
 	in, out    rateMeter
+	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
+	queueDepth atomic.Int64 // frames in the stream's queue
 	// Not yet reported in an alert (see TakeAlert).
 	pendingDrops  map[DropReason]int
 	pendingMisses int
@@ -82,6 +92,8 @@ type StatusSnapshot struct {
 	Width      int       `json:"width,omitempty"`
 	Height     int       `json:"height,omitempty"`
 	Codec      string    `json:"codec,omitempty"`
+	// Degraded: switched to a lower frame rate under sustained load.
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 // NewStatus returns a status in state s.
@@ -95,7 +107,7 @@ func (s *Status) Snapshot() StatusSnapshot {
 	return StatusSnapshot{
 		State: s.state, Since: s.since, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
 		LastFrame: s.lastFrame, LastError: s.lastErr, Reconnects: s.reconnects,
-		Width: s.width, Height: s.height, Codec: s.codec,
+		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
 	}
 }
 
@@ -157,6 +169,9 @@ func (s *Status) TakeAlert() (drops map[DropReason]int, misses int) {
 	s.pendingDrops, s.pendingMisses = nil, 0
 	return drops, misses
 }
+
+// Degraded reports whether the stream is switched to its degraded rate.
+func (s *Status) Degraded() bool { return s.degraded.Load() }
 
 // Fail puts a stream that could not even start (e.g. its model failed to
 // load) into the failed state with reason.

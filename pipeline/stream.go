@@ -49,6 +49,10 @@ type StreamConfig struct {
 	// frame stays stale for at most StaleAfter of wall time: after that the
 	// timeline is re-anchored (the camera reset its PTS).
 	StaleAfter time.Duration
+	// DegradedFPS is the frame rate (by PTS) kept while the stream is
+	// degraded (Status.Degraded, set by the supervisor's governor); the
+	// rest is dropped with reason degraded. Default 2.
+	DegradedFPS float64
 	// Lossless makes the source wait for room in the queue instead of
 	// dropping the oldest frame: for offline processing of files, where
 	// every frame must be processed and latency does not matter.
@@ -104,6 +108,9 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	}
 	if c.Lossless {
 		c.Budget = 0 // offline: every frame counts, latency does not
+	}
+	if c.DegradedFPS <= 0 {
+		c.DegradedFPS = 2
 	}
 	if c.StaleAfter == 0 {
 		c.StaleAfter = 2 * time.Second
@@ -168,6 +175,9 @@ type stream struct {
 	ended bool // a non-live source reached its end
 	stale staleness
 	admit *rate.Limiter // nil: no admission limit
+	// degPTS is the PTS of the last frame kept while degraded.
+	degPTS    float64
+	hasDegPTS bool
 	// Measured costs for deadline prediction: service is one
 	// Engine.Detect including any wait for a shared engine (used when the
 	// engine is no LoadReporter), publish is Sink.Publish.
@@ -264,6 +274,14 @@ func (s *stream) emit(f *Frame) {
 		s.dropped(StageIngest, DropStale)
 		return
 	}
+	if s.c.Status.degraded.Load() {
+		if s.hasDegPTS && f.PTS >= s.degPTS && f.PTS-s.degPTS < 0.99/s.c.DegradedFPS {
+			f.Image.Release()
+			s.dropped(StageIngest, DropDegraded)
+			return
+		}
+		s.degPTS, s.hasDegPTS = f.PTS, true
+	}
 	if s.admit != nil && !s.admit.AllowN(f.Arrival, 1) {
 		f.Image.Release()
 		s.dropped(StageIngest, DropRateLimit)
@@ -288,6 +306,7 @@ func (s *stream) emit(f *Frame) {
 		s.dropped(StageQueue, DropQueueFull)
 	}
 	s.m.queueDepth.Set(float64(s.q.Len()))
+	s.c.Status.queueDepth.Store(int64(s.q.Len()))
 }
 
 // predict returns the time until a frame with n-1 of this stream's frames
@@ -329,6 +348,7 @@ func (s *stream) work(ctx context.Context) {
 			return
 		}
 		s.m.queueDepth.Set(float64(s.q.Len()))
+		s.c.Status.queueDepth.Store(int64(s.q.Len()))
 		if s.c.Budget > 0 && s.late(f, s.predict(1)) {
 			f.Image.Release()
 			s.dropped(StageQueue, DropDeadline)

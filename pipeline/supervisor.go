@@ -126,6 +126,26 @@ func (s *Supervisor) TakeAlert(id string) (map[DropReason]int, int) {
 	return sv.status.TakeAlert()
 }
 
+// SetDegraded switches stream id to (or back from) its degraded frame rate;
+// it reports whether that changed anything.
+func (s *Supervisor) SetDegraded(id string, on bool) bool {
+	s.mu.Lock()
+	sv := s.streams[id]
+	s.mu.Unlock()
+	return sv != nil && sv.status.degraded.Swap(on) != on
+}
+
+// QueueDepth returns the frames waiting in every stream's queue.
+func (s *Supervisor) QueueDepth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sv := range s.streams {
+		n += int(sv.status.queueDepth.Load())
+	}
+	return n
+}
+
 // IDs returns the supervised stream ids, sorted.
 func (s *Supervisor) IDs() []string {
 	s.mu.Lock()

@@ -77,6 +77,18 @@ func newEngines(c *config.Config) *engines {
 	return &engines{byName: map[string]*infer.Engine{}, gates: map[*infer.Engine]*pipeline.Gate{}, cfg: c}
 }
 
+// gateWaiting returns the frames waiting at every engine's gate.
+func (e *engines) gateWaiting() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, g := range e.gates {
+		w, _ := g.Load()
+		n += w
+	}
+	return n
+}
+
 // gate returns the engine's shared EDF gate (one per engine).
 func (e *engines) gate(eng *infer.Engine) *pipeline.Gate {
 	e.mu.Lock()
@@ -257,7 +269,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 
 	stats := pipeline.NewStats()
 	sup := pipeline.NewSupervisor(ctx)
-	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup}
+	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup,
+		priorities: map[string]string{}, gov: pipeline.NewGovernor()}
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Logger: log.Named("api")}).Handler()
 		addr, stop, err := serveHTTP(c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
@@ -277,10 +290,14 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	}
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		svc.alertLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		svc.governorLoop(ctx)
 	}()
 	go func() {
 		defer wg.Done()

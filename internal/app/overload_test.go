@@ -52,8 +52,14 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	// 16 × Megamind (720×528, 23.98 fps) through BlazeFace full range
 	// (256×256): ~380 fps offered, several times what 2 cores decode and
 	// infer at once.
+	// The last four are low priority: degradation switches them to 2 fps.
+	lowEvents := v.events("o15")
 	for i := 0; i < streams; i++ {
-		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("o%02d", i), "Megamind.avi", `,"model":"blazeface-back"`))
+		extra := `,"model":"blazeface-back"`
+		if i >= streams-4 {
+			extra += `,"priority":"low"`
+		}
+		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("o%02d", i), "Megamind.avi", extra))
 		require.Equal(t, http.StatusCreated, code, string(b))
 	}
 	maxDepth := 0.0
@@ -90,4 +96,12 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	require.Less(t, p99, float64(budget.Milliseconds()), "P99 of processed frames within the budget")
 	require.LessOrEqual(t, maxDepth, float64(queue), "no queue beyond its bound")
 	require.Positive(t, nAlerts, "a frame_drop alert was published")
+
+	// Sustained queue depth above 10 engaged degradation of the
+	// low-priority streams: an event, the gauge, and drops by reason.
+	_, ok := lowEvents.first("degraded", time.Time{})
+	require.True(t, ok, "a degraded event on vigil.o15.events: %v", lowEvents.all())
+	require.Equal(t, 1.0, metricValue(t, v, `vigil_stream_degraded{stream="o15"}`))
+	require.Positive(t, metricValue(t, v, `vigil_frames_dropped_total{reason="degraded",stage="ingest",stream="o15"}`))
+	require.Zero(t, metricValue(t, v, `vigil_stream_degraded{stream="o00"}`), "normal priority is not degraded")
 }

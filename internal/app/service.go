@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,12 +25,19 @@ type service struct {
 	metrics *pipeline.Metrics
 	stats   *pipeline.Stats
 	sup     *pipeline.Supervisor
+
+	mu         sync.Mutex
+	priorities map[string]string // stream id -> priority, for degradation
+	gov        *pipeline.Governor
 }
 
 // reconcile applies one registry change; it runs on the watch goroutine,
 // so changes apply in bucket order.
 func (s *service) reconcile(ch registry.Change) {
 	if ch.Spec == nil {
+		s.mu.Lock()
+		delete(s.priorities, ch.ID)
+		s.mu.Unlock()
 		if s.sup.Remove(ch.ID) {
 			s.stats.Remove(ch.ID)
 			s.metrics.Forget(ch.ID)
@@ -38,6 +46,9 @@ func (s *service) reconcile(ch registry.Change) {
 		return
 	}
 	sp := *ch.Spec
+	s.mu.Lock()
+	s.priorities[sp.ID] = sp.Priority
+	s.mu.Unlock()
 	version, _ := json.Marshal(sp) // changes exactly when the spec does
 	if !sp.IsEnabled() {
 		if s.sup.Apply(sp.ID, string(version), nil) {
@@ -49,6 +60,12 @@ func (s *service) reconcile(ch registry.Change) {
 	}
 	if s.sup.Apply(sp.ID, string(version), func(*pipeline.Status) (pipeline.StreamConfig, error) { return s.build(sp) }) {
 		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)))
+		s.mu.Lock()
+		engaged := s.gov.Engaged()
+		s.mu.Unlock()
+		if engaged && sp.Priority == "low" {
+			s.setDegraded(sp.ID, true, "started while degradation is engaged")
+		}
 	}
 }
 
@@ -117,6 +134,56 @@ func (s *service) alertLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// governorLoop watches the total queue depth (streams' queues plus frames
+// waiting at engine gates) every 500 ms and switches low-priority streams
+// to their degraded frame rate, and back, as the Governor decides.
+func (s *service) governorLoop(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			depth := s.sup.QueueDepth() + s.engs.gateWaiting()
+			s.metrics.TotalQueue.Set(float64(depth))
+			s.mu.Lock()
+			changed := s.gov.Observe(now, depth)
+			engaged := s.gov.Engaged()
+			var low []string
+			for id, p := range s.priorities {
+				if p == "low" {
+					low = append(low, id)
+				}
+			}
+			s.mu.Unlock()
+			if !changed {
+				continue
+			}
+			reason := fmt.Sprintf("queue depth %d above %d for %s", depth, s.gov.Threshold, s.gov.EngageAfter)
+			if !engaged {
+				reason = fmt.Sprintf("queue depth %d at or below %d for %s", depth, s.gov.Threshold/2, s.gov.ReleaseAfter)
+			}
+			s.log.Warn("degradation "+map[bool]string{true: "engaged", false: "released"}[engaged], zap.Int("queue_depth", depth), zap.Strings("low_priority_streams", low))
+			for _, id := range low {
+				s.setDegraded(id, engaged, reason)
+			}
+		}
+	}
+}
+
+func (s *service) setDegraded(id string, on bool, reason string) {
+	if !s.sup.SetDegraded(id, on) {
+		return
+	}
+	typ, v := pipeline.EventRestored, 0.0
+	if on {
+		typ, v = pipeline.EventDegraded, 1
+	}
+	s.metrics.Degraded.WithLabelValues(id).Set(v)
+	s.publishEvent(pipeline.Event{StreamID: id, Type: typ, Time: time.Now(), Reason: reason})
 }
 
 // publishEvent sends a lifecycle event to <prefix>.<stream_id>.events.
