@@ -253,18 +253,41 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--budget-ms B] [--plot FILE]", stderr)
 	o := app.BenchOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
 	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "length of each throughput phase")
 	cfgPath := fs.String("config", "", "optional config file for models and infer settings")
+	sweep := fs.Bool("sweep", false, "load sweep instead: N looped real-time streams, N rising, with and without vigil's policy")
+	maxStreams := fs.Int("max-streams", 24, "sweep: the largest N")
+	step := fs.Int("step", 4, "sweep: N grows by this")
+	each := fs.Duration("each", 6*time.Second, "sweep: measuring time per point")
+	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
+	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *sweep {
+		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each <= 0 || *budgetMS <= 0 {
+			return &app.BadInputError{Err: errors.New("--max-streams 1..256, --step >= 1, --each > 0 and --budget-ms > 0 are needed")}
+		}
+		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		ns := []int{1}
+		for n := *step; n <= *maxStreams; n += *step {
+			ns = append(ns, n)
+		}
+		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each,
+			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, stdout)
+		return err
 	}
 	if o.Duration <= 0 {
 		return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}

@@ -1,0 +1,255 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// SweepOptions are `vigil bench --sweep`'s flags.
+type SweepOptions struct {
+	Source  string        // looped real-time file (default Megamind.avi)
+	Model   string        // default blazeface
+	Streams []int         // stream counts to try, ascending
+	Each    time.Duration // measuring time per point (after 1 s of warm-up)
+	Budget  time.Duration // the policy's latency budget
+	Plot    string        // PNG path for P99 against load; "" for none
+}
+
+// SweepPoint is one load level in one mode.
+type SweepPoint struct {
+	Streams                  int
+	OfferedFPS, ProcessedFPS float64
+	DropRatio                float64
+	P50, P99, P999           time.Duration
+}
+
+// Sweep is `vigil bench --sweep`: it runs N looped, real-time copies of a
+// file through one model for each N, twice in the same run: with vigil's
+// policy (latency budget, bounded drop-oldest queues, the EDF gate) and
+// without it (unbounded lossless queues, no deadline, a plain lock), and
+// prints offered and processed fps, drop ratio and P50/P99/P99.9 latency,
+// then the first load at which P99 exceeds the budget in each mode. With
+// Plot it writes P99 against offered load as a PNG.
+func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) (policy, none []SweepPoint, err error) {
+	if o.Source == "" {
+		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
+	}
+	if o.Model == "" {
+		o.Model = "blazeface"
+	}
+	decode.SetLogger(nil)
+	if err := openRuntime(&c); err != nil {
+		return nil, nil, err
+	}
+	engs := newEngines(&c)
+	defer engs.close()
+	eng, err := engs.get(o.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(out, "vigil bench --sweep: %s looped in real time, model %s, budget %s, %s per point\n",
+		filepath.Base(o.Source), eng.Model(), o.Budget, o.Each)
+	fmt.Fprintf(out, "%-7s %7s %10s %10s %7s %9s %9s %9s\n", "mode", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "P99.9 ms")
+	for _, withPolicy := range []bool{true, false} {
+		for _, n := range o.Streams {
+			p, err := sweepPoint(ctx, eng, o, n, withPolicy)
+			if err != nil {
+				return policy, none, err
+			}
+			mode := "policy"
+			if withPolicy {
+				policy = append(policy, p)
+			} else {
+				mode = "none"
+				none = append(none, p)
+			}
+			fmt.Fprintf(out, "%-7s %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %9.1f\n", mode, n, p.OfferedFPS, p.ProcessedFPS,
+				100*p.DropRatio, ms(p.P50), ms(p.P99), ms(p.P999))
+		}
+	}
+	fmt.Fprintf(out, "first load with P99 over %s: with the policy %s; without it %s\n", o.Budget, breakPoint(policy, o.Budget), breakPoint(none, o.Budget))
+	if o.Plot != "" {
+		if err := plotSweep(o.Plot, o.Budget, policy, none); err != nil {
+			return policy, none, err
+		}
+		fmt.Fprintf(out, "plot: %s\n", o.Plot)
+	}
+	return policy, none, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func breakPoint(ps []SweepPoint, budget time.Duration) string {
+	for _, p := range ps {
+		if p.P99 > budget {
+			return fmt.Sprintf("%d streams (%.0f fps offered)", p.Streams, p.OfferedFPS)
+		}
+	}
+	return "none up to the largest load tried"
+}
+
+// latencySink records end-to-end latencies of published results; it does
+// not send them anywhere (the sweep measures the pipeline, not NATS).
+type latencySink struct {
+	mu  sync.Mutex
+	on  bool
+	lat []time.Duration
+	n   int
+}
+
+func (l *latencySink) Publish(_ context.Context, r *pipeline.Result) error {
+	now := time.Now()
+	r.Published, r.Stages.Total = now, now.Sub(r.Capture)
+	l.mu.Lock()
+	if l.on {
+		l.lat = append(l.lat, r.Stages.Total)
+		l.n++
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+func sweepPoint(ctx context.Context, eng pipeline.Engine, o SweepOptions, n int, withPolicy bool) (SweepPoint, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sink := &latencySink{}
+	reg := prometheus.NewRegistry()
+	metrics := pipeline.NewMetrics(reg)
+	gate := pipeline.NewGate()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("s%d", i)
+		src, err := decode.New(decode.Options{URL: o.Source, StreamID: id, Realtime: true, Loop: true})
+		if err != nil {
+			return SweepPoint{}, err
+		}
+		sc := pipeline.StreamConfig{ID: id, Source: src, Engine: eng, Sink: sink, Metrics: metrics}
+		if withPolicy {
+			sc.Budget, sc.Gate, sc.QueueSize = o.Budget, gate, 4
+		} else {
+			// The usual failure: a queue that never drops, no deadline.
+			sc.Lossless, sc.QueueSize = true, 1<<16
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := pipeline.RunStream(ctx, sc); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	sleep := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	sleep(time.Second) // warm-up: opens, first frames
+	decoded0, dropped0 := familySum(reg, "vigil_frames_decoded_total"), familySum(reg, "vigil_frames_dropped_total")
+	sink.mu.Lock()
+	sink.on = true
+	sink.mu.Unlock()
+	start := time.Now()
+	sleep(o.Each)
+	el := time.Since(start)
+	sink.mu.Lock()
+	sink.on = false
+	lat, processed := slices.Clone(sink.lat), sink.n
+	sink.mu.Unlock()
+	decoded := familySum(reg, "vigil_frames_decoded_total") - decoded0
+	dropped := familySum(reg, "vigil_frames_dropped_total") - dropped0
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return SweepPoint{}, err
+	}
+	p := SweepPoint{Streams: n, OfferedFPS: decoded / el.Seconds(), ProcessedFPS: float64(processed) / el.Seconds()}
+	if decoded > 0 {
+		p.DropRatio = dropped / decoded
+	}
+	p.P50, p.P99, p.P999 = pipeline.Percentile(lat, 50), pipeline.Percentile(lat, 99), pipeline.Percentile(lat, 99.9)
+	return p, nil
+}
+
+// familySum adds up every series of the counter called name in reg.
+func familySum(reg prometheus.Gatherer, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// plotSweep draws P99 (ms, log scale) against offered fps for both modes,
+// with the budget as a horizontal line.
+func plotSweep(path string, budget time.Duration, policy, none []SweepPoint) error {
+	p := plot.New()
+	p.Title.Text = "vigil: P99 end-to-end latency against load"
+	p.X.Label.Text = "offered load (frames/s)"
+	p.Y.Label.Text = "P99 latency (ms)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	pts := func(ps []SweepPoint) plotter.XYs {
+		xy := make(plotter.XYs, len(ps))
+		for i, q := range ps {
+			xy[i].X, xy[i].Y = q.OfferedFPS, math.Max(ms(q.P99), 0.1)
+		}
+		return xy
+	}
+	maxX := 0.0
+	for _, q := range append(slices.Clone(policy), none...) {
+		maxX = math.Max(maxX, q.OfferedFPS)
+	}
+	for _, s := range []struct {
+		name string
+		ps   []SweepPoint
+		dash bool
+	}{{"with vigil's policy", policy, false}, {"unbounded queues, no deadline", none, true}} {
+		l, sc, err := plotter.NewLinePoints(pts(s.ps))
+		if err != nil {
+			return err
+		}
+		if s.dash {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l, sc)
+		p.Legend.Add(s.name, l, sc)
+	}
+	b, err := plotter.NewLine(plotter.XYs{{X: 0, Y: ms(budget)}, {X: maxX, Y: ms(budget)}})
+	if err != nil {
+		return err
+	}
+	b.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+	p.Add(b)
+	p.Legend.Add(fmt.Sprintf("budget %s", budget), b)
+	p.Legend.Top, p.Legend.Left = true, true
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}

@@ -1,0 +1,39 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/config"
+)
+
+// The load sweep runs both modes at each load and writes its plot; the
+// numbers themselves are for `vigil bench`, not for this test.
+func TestSweepSmoke(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "sweep.png")
+	var out bytes.Buffer
+	policy, none, err := app.Sweep(context.Background(), config.Default(), app.SweepOptions{
+		Streams: []int{1, 2}, Each: time.Second, Budget: 200 * time.Millisecond, Plot: plot,
+	}, &out)
+	require.NoError(t, err, out.String())
+	t.Log(out.String())
+	require.Len(t, policy, 2)
+	require.Len(t, none, 2)
+	for _, p := range append(policy, none...) {
+		require.Positive(t, p.OfferedFPS)
+		require.Positive(t, p.ProcessedFPS)
+		require.Positive(t, p.P99)
+	}
+	require.Contains(t, out.String(), "first load with P99 over 200ms")
+	b, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), "\x89PNG"), "a PNG")
+}
