@@ -36,6 +36,12 @@ type Options struct {
 	IntraOpThreads int
 	// Resizer is required for Detect (not for Raw).
 	Resizer Resizer
+	// NoSpin turns off the busy-waiting of ORT's intra-op threads between
+	// runs (session.intra_op.allow_spinning = 0). An engine that is idle
+	// most of the time beside a busy one on the same cores should not
+	// spin: its threads would steal the busy engine's CPU. It costs the
+	// engine itself some latency per run.
+	NoSpin bool
 }
 
 // Engine runs one fixed-shape model on the ORT CPU execution provider. Its
@@ -142,6 +148,11 @@ func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
 		return fmt.Errorf("session options: %w", err)
 	}
 	defer opts.Destroy()
+	if o.NoSpin {
+		if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
+			return fmt.Errorf("session options: %w", err)
+		}
+	}
 	if o.IntraOpThreads > 0 {
 		if err := opts.SetIntraOpNumThreads(o.IntraOpThreads); err != nil {
 			return fmt.Errorf("intra-op threads: %w", err)

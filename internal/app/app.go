@@ -122,7 +122,13 @@ func (e *engines) logLoaded(log *zap.Logger) {
 	}
 }
 
-func (e *engines) get(ref string) (*infer.Engine, error) {
+func (e *engines) get(ref string) (*infer.Engine, error) { return e.instance(ref, "") }
+
+// instance returns the engine for a model reference. Streams share one
+// engine (and its gate) per model, except that each pool ("high" for
+// priority-high streams) gets its own instance: its own ORT session and
+// gate, so those streams never queue behind bulk ones.
+func (e *engines) instance(ref, pool string) (*infer.Engine, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ref == "" {
@@ -132,19 +138,25 @@ func (e *engines) get(ref string) (*infer.Engine, error) {
 	if err != nil {
 		return nil, badInput(err)
 	}
-	if eng, ok := e.byName[m.Name]; ok {
+	key := m.Name
+	if pool != "" {
+		key += "#" + pool
+	}
+	if eng, ok := e.byName[key]; ok {
 		return eng, nil
 	}
 	sc := decode.NewScaler()
 	eng, err := infer.Open(infer.Options{
 		Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
 		IoUThreshold: m.IoUThreshold, IntraOpThreads: e.cfg.Infer.IntraOpThreads, Resizer: sc,
+		// A pool's instance serves few streams and idles between frames.
+		NoSpin: pool != "",
 	})
 	if err != nil {
 		sc.Close()
 		return nil, badInput(err)
 	}
-	e.byName[m.Name] = eng
+	e.byName[key] = eng
 	e.scs = append(e.scs, sc)
 	return eng, nil
 }
@@ -270,7 +282,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	stats := pipeline.NewStats()
 	sup := pipeline.NewSupervisor(ctx)
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup,
-		priorities: map[string]string{}, gov: pipeline.NewGovernor()}
+		priorities: map[string]string{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
+			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Logger: log.Named("api")}).Handler()
 		addr, stop, err := serveHTTP(c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)

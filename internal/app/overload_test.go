@@ -25,15 +25,18 @@ func TestOverloadKeepsBudget(t *testing.T) {
 		budget  = 250 * time.Millisecond
 		queue   = 4
 	)
-	v := startVigil(t, t.TempDir(), fmt.Sprintf("pipeline: {progress_interval: 0s, budget_ms: %d, queue_size: %d, alert_interval: 2s}\n", budget.Milliseconds(), queue))
+	v := startVigil(t, t.TempDir(), fmt.Sprintf("pipeline: {progress_interval: 0s, budget_ms: %d, queue_size: %d, alert_interval: 2s, degrade_depth: 4, degrade_after: 1s}\n", budget.Milliseconds(), queue))
 	var mu sync.Mutex
-	var totals []float64
+	var totals, bulkQueue []float64
 	alerts := map[string]int{}
 	_, err := v.nc.Subscribe("vigil.*.detections", func(m *nats.Msg) {
 		var msg sinks.Message
 		if json.Unmarshal(m.Data, &msg) == nil {
 			mu.Lock()
 			totals = append(totals, msg.LatencyMS.Total)
+			if msg.StreamID != "o00" {
+				bulkQueue = append(bulkQueue, msg.LatencyMS.Queue)
+			}
 			mu.Unlock()
 		}
 	})
@@ -53,11 +56,26 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	// (256×256): ~380 fps offered, several times what 2 cores decode and
 	// infer at once.
 	// The last four are low priority: degradation switches them to 2 fps.
+	// The first is high priority: its own engine instance and queue.
 	lowEvents := v.events("o15")
+	var hiMu sync.Mutex
+	var hiTotals []float64
+	_, err = v.nc.Subscribe("vigil.o00.detections", func(m *nats.Msg) {
+		var msg sinks.Message
+		if json.Unmarshal(m.Data, &msg) == nil {
+			hiMu.Lock()
+			hiTotals = append(hiTotals, msg.LatencyMS.Queue)
+			hiMu.Unlock()
+		}
+	})
+	require.NoError(t, err)
 	for i := 0; i < streams; i++ {
 		extra := `,"model":"blazeface-back"`
 		if i >= streams-4 {
 			extra += `,"priority":"low"`
+		}
+		if i == 0 {
+			extra += `,"priority":"high"`
 		}
 		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("o%02d", i), "Megamind.avi", extra))
 		require.Equal(t, http.StatusCreated, code, string(b))
@@ -103,5 +121,22 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	require.True(t, ok, "a degraded event on vigil.o15.events: %v", lowEvents.all())
 	require.Equal(t, 1.0, metricValue(t, v, `vigil_stream_degraded{stream="o15"}`))
 	require.Positive(t, metricValue(t, v, `vigil_frames_dropped_total{reason="degraded",stage="ingest",stream="o15"}`))
-	require.Zero(t, metricValue(t, v, `vigil_stream_degraded{stream="o00"}`), "normal priority is not degraded")
+	require.Zero(t, metricValue(t, v, `vigil_stream_degraded{stream="o00"}`), "high priority is not degraded")
+
+	// Isolation: the high-priority stream has its own engine instance and
+	// gate, so it does not wait behind the bulk streams: its median queue
+	// time stays far below theirs. (Both still share the two CPU cores.)
+	hiMu.Lock()
+	sort.Float64s(hiTotals)
+	hiP50 := hiTotals[len(hiTotals)/2]
+	hiMu.Unlock()
+	mu.Lock()
+	sort.Float64s(bulkQueue)
+	bulkP50 := bulkQueue[len(bulkQueue)/2]
+	mu.Unlock()
+	t.Logf("median queue time: high-priority stream %.1f ms, bulk streams %.1f ms", hiP50, bulkP50)
+	require.Less(t, hiP50, bulkP50/3, "the high-priority stream does not queue behind bulk streams")
+	hiProcessed := metricValue(t, v, `vigil_frames_processed_total{stream="o00"}`)
+	hiDecoded := metricValue(t, v, `vigil_frames_decoded_total{stream="o00"}`)
+	require.Greater(t, hiProcessed, 0.5*hiDecoded, "the high-priority stream is mostly served")
 }

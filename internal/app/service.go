@@ -75,7 +75,11 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	if err := sp.Validate(nil); err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", err)
 	}
-	eng, err := s.engs.get(sp.Model)
+	pool := "" // isolation: high-priority streams get their own engine instance and gate
+	if sp.Priority == "high" {
+		pool = "high"
+	}
+	eng, err := s.engs.instance(sp.Model, pool)
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("model: %w", err)
 	}
@@ -95,7 +99,7 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	}
 	return pipeline.StreamConfig{
 		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
-		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), Logger: log, Metrics: s.metrics, Stats: s.stats,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
 }

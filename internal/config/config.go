@@ -109,6 +109,14 @@ type Pipeline struct {
 	// BudgetMS is the default per-frame latency budget in ms, arrival to
 	// publish (default 200; 0: no budget, no deadline drops).
 	BudgetMS *int `yaml:"budget_ms"`
+	// Degradation: when the total queue depth stays above DegradeDepth
+	// frames (default 10) for DegradeAfter (3s), priority-low streams run at
+	// DegradedFPS (2) until it stays at or below half of it for
+	// RestoreAfter (10s).
+	DegradeDepth int      `yaml:"degrade_depth"`
+	DegradeAfter Duration `yaml:"degrade_after"`
+	RestoreAfter Duration `yaml:"restore_after"`
+	DegradedFPS  float64  `yaml:"degraded_fps"`
 	// AlertInterval is the least time between two alerts of one kind for
 	// one stream on <prefix>.<id>.alerts (default 10s).
 	AlertInterval Duration `yaml:"alert_interval"`
@@ -201,7 +209,8 @@ func Default() Config {
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
 		Infer:   Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
-			AlertInterval: Duration{10 * time.Second}},
+			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
+			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2},
 	}
 }
 
@@ -375,6 +384,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.QueueSize < 1 || c.Pipeline.QueueSize > MaxQueueSize {
 		p.add("pipeline.queue_size", "%d: want 1 to %d", c.Pipeline.QueueSize, MaxQueueSize)
+	}
+	if c.Pipeline.DegradeDepth < 1 {
+		p.add("pipeline.degrade_depth", "%d: want at least 1", c.Pipeline.DegradeDepth)
+	}
+	if c.Pipeline.DegradeAfter.Duration <= 0 || c.Pipeline.RestoreAfter.Duration <= 0 {
+		p.add("pipeline.degrade_after", "degrade_after and restore_after must be positive")
+	}
+	if c.Pipeline.DegradedFPS <= 0 || c.Pipeline.DegradedFPS > 1000 {
+		p.add("pipeline.degraded_fps", "%v: want more than 0, at most 1000", c.Pipeline.DegradedFPS)
 	}
 	if c.Pipeline.AlertInterval.Duration < 100*time.Millisecond {
 		p.add("pipeline.alert_interval", "%s: want at least 100ms", c.Pipeline.AlertInterval)
