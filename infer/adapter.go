@@ -25,6 +25,8 @@ func (t TensorInfo) String() string { return fmt.Sprintf("%q %v", t.Name, t.Shap
 type Binding struct {
 	// Input is the name of the single image input.
 	Input string
+	// Batch is the model's fixed batch size (the input's first dimension).
+	Batch int
 	// InW and InH are the model input size in pixels.
 	InW, InH int
 	// Outputs are the output names, in the order Decode expects them.
@@ -42,13 +44,14 @@ type Adapter interface {
 	// Bind checks the model signature and returns how to feed it, or an
 	// error wrapping ErrModelMismatch that names the offending tensor.
 	Bind(in, out []TensorInfo) (Binding, error)
-	// Fill writes the input tensor from pix, the ContentW×ContentH packed
+	// Fill writes one item's slice of the input tensor from pix, the ContentW×ContentH packed
 	// 8-bit image (channel order Binding.Order) of lb. When full is false
 	// only the content area is written: the padding from an earlier call
 	// with the same lb is still in place.
 	Fill(dst []float32, pix []byte, lb Letterbox, full bool)
-	// Decode turns raw outputs (in Binding.Outputs order) into detections
-	// in source pixels, appended to dst.
+	// Decode turns one item's raw outputs (in Binding.Outputs order, each
+	// the item's slice of a [Batch, ...] output) into detections in source
+	// pixels, appended to dst.
 	Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection) []pipeline.Detection
 }
 

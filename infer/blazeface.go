@@ -10,8 +10,9 @@ import (
 // blazeFace decodes MediaPipe BlazeFace (face_detection_front 128×128 and
 // face_detection_back 256×256, as converted for Barracuda by keijiro):
 //
-//	input   [1,S,S,3] float32 NHWC, RGB, v/127.5-1 (range [-1,1])
-//	outputs [1,512,1] and [1,384,1] score logits, [1,512,16] and [1,384,16]
+//	input   [B,S,S,3] float32 NHWC, RGB, v/127.5-1 (range [-1,1]); B = 1 as
+//	        shipped, or N for copies made by scripts/batch_models.py
+//	outputs [B,512,1] and [B,384,1] score logits, [B,512,16] and [B,384,16]
 //	        regressors, for the 16×16×2 and 8×8×6 anchor grids
 //
 // Anchors are unit-size with centres ((gx+0.5)/G, (gy+0.5)/G), cell-major
@@ -54,9 +55,10 @@ func newBlazeFace(thr, iouThr float32) *blazeFace {
 func (b *blazeFace) Name() string { return "blazeface" }
 
 func (b *blazeFace) Bind(in, out []TensorInfo) (Binding, error) {
-	if len(in) != 1 || !shapeIs(in[0].Shape, 1, -1, -1, 3) || in[0].Shape[1] != in[0].Shape[2] {
-		return Binding{}, fmt.Errorf("%w blazeface: inputs %v, want one [1 S S 3] (NHWC RGB, square)", ErrModelMismatch, in)
+	if len(in) != 1 || !shapeIs(in[0].Shape, -1, -1, -1, 3) || in[0].Shape[1] != in[0].Shape[2] || in[0].Shape[0] < 1 {
+		return Binding{}, fmt.Errorf("%w blazeface: inputs %v, want one [B S S 3] (NHWC RGB, square, fixed batch B)", ErrModelMismatch, in)
 	}
+	batch := in[0].Shape[0]
 	s, ok := fixedDim(in[0].Shape[1])
 	if !ok {
 		return Binding{}, fmt.Errorf("%w blazeface: input %v has a dynamic size; a fixed-shape model is needed", ErrModelMismatch, in[0])
@@ -71,7 +73,7 @@ func (b *blazeFace) Bind(in, out []TensorInfo) (Binding, error) {
 	}
 	var names []string
 	var shapes [][]int64
-	for _, want := range [][]int64{{1, blazeAnchors16, 1}, {1, blazeAnchors8, 1}, {1, blazeAnchors16, 16}, {1, blazeAnchors8, 16}} {
+	for _, want := range [][]int64{{batch, blazeAnchors16, 1}, {batch, blazeAnchors8, 1}, {batch, blazeAnchors16, 16}, {batch, blazeAnchors8, 16}} {
 		o, err := find(want...)
 		if err != nil {
 			return Binding{}, err
@@ -79,7 +81,7 @@ func (b *blazeFace) Bind(in, out []TensorInfo) (Binding, error) {
 		names, shapes = append(names, o.Name), append(shapes, want)
 	}
 	b.side = s
-	return Binding{Input: in[0].Name, InW: s, InH: s, Outputs: names, OutShapes: shapes, Order: pipeline.RGB}, nil
+	return Binding{Input: in[0].Name, Batch: int(batch), InW: s, InH: s, Outputs: names, OutShapes: shapes, Order: pipeline.RGB}, nil
 }
 
 // blazeLUT maps an 8-bit value v to v/127.5-1.

@@ -59,7 +59,8 @@ type Engine struct {
 	outputs []*ort.Tensor[float32]
 	outData [][]float32
 	pix     []byte
-	lastLB  Letterbox
+	lastLB  []Letterbox // per batch slot: its padding is in place
+	itemOut [][]float32 // one item's slices of outData
 	resizer Resizer
 }
 
@@ -164,6 +165,8 @@ func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
 		return fmt.Errorf("creating session: %w", err)
 	}
 	e.pix = make([]byte, e.bind.InW*e.bind.InH*3)
+	e.lastLB = make([]Letterbox, e.bind.Batch)
+	e.itemOut = make([][]float32, len(e.outData))
 	return nil
 }
 
@@ -177,35 +180,67 @@ func (e *Engine) Adapter() string { return e.adapter.Name() }
 func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
 
 // Detect implements pipeline.Engine: letterbox img with the Resizer, fill
-// the input tensor, run the session and decode. Errors come from the
+// the input tensor, run the session and decode. On a batch-N model it runs
+// img in slot 0 (the other slots are padding). Errors come from the
 // Resizer or from ORT's Run.
 func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
+	one, oneSt, oneDst := [1]pipeline.Image{img}, [1]*pipeline.StageTimes{st}, [1][]pipeline.Detection{dst}
+	out, err := e.DetectBatch(one[:], oneSt[:], oneDst[:])
+	if err != nil {
+		return dst, err
+	}
+	return out[0], nil
+}
+
+// Batch returns the model's fixed batch size.
+func (e *Engine) Batch() int { return e.bind.Batch }
+
+// DetectBatch runs up to Batch() images in one execution: image i goes to
+// slot i of the [Batch, ...] input, unused slots are padding (their old
+// contents; their outputs are ignored). Each image's stage times go to
+// sts[i] (preprocess and postprocess its own; infer the whole execution,
+// the same for all) and its detections are appended to dsts[i][:0]. The
+// returned slice aliases dsts. Errors: more images than the batch, the
+// Resizer, or ORT's Run.
+func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
 	tw := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.resizer == nil {
-		return dst, errors.New("infer: engine has no Resizer")
+		return dsts, errors.New("infer: engine has no Resizer")
+	}
+	if len(imgs) > e.bind.Batch || len(sts) != len(imgs) || len(dsts) != len(imgs) {
+		return dsts, fmt.Errorf("infer: %d images for a batch of %d", len(imgs), e.bind.Batch)
 	}
 	t0 := time.Now()
-	// Waiting for the engine (other streams' frames) is queueing.
-	st.Queue += t0.Sub(tw)
-
-	lb := NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
-	if err := e.resizer.Resize(img, lb.ContentW, lb.ContentH, e.bind.Order, e.pix); err != nil {
-		return dst, err
+	in := e.input.GetData()
+	item := len(in) / e.bind.Batch
+	for i, img := range imgs {
+		ti := time.Now()
+		sts[i].Queue += t0.Sub(tw) // waiting for the engine is queueing
+		lb := NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
+		if err := e.resizer.Resize(img, lb.ContentW, lb.ContentH, e.bind.Order, e.pix); err != nil {
+			return dsts, err
+		}
+		e.adapter.Fill(in[i*item:(i+1)*item], e.pix, lb, lb != e.lastLB[i])
+		e.lastLB[i] = lb
+		sts[i].Preprocess = time.Since(ti)
 	}
-	full := lb != e.lastLB
-	e.adapter.Fill(e.input.GetData(), e.pix, lb, full)
-	e.lastLB = lb
 	t1 := time.Now()
 	if err := e.session.Run(); err != nil {
-		return dst, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
+		return dsts, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
 	t2 := time.Now()
-	dst = e.adapter.Decode(e.outData, lb, dst[:0])
-	t3 := time.Now()
-	st.Preprocess, st.Infer, st.Postprocess = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
-	return dst, nil
+	for i := range imgs {
+		ti := time.Now()
+		for k, o := range e.outData {
+			per := len(o) / e.bind.Batch
+			e.itemOut[k] = o[i*per : (i+1)*per]
+		}
+		dsts[i] = e.adapter.Decode(e.itemOut, e.lastLB[i], dsts[i][:0])
+		sts[i].Infer, sts[i].Postprocess = t2.Sub(t1), time.Since(ti)
+	}
+	return dsts, nil
 }
 
 // Raw copies in (which must have the input tensor's element count) into
@@ -220,7 +255,7 @@ func (e *Engine) Raw(in []float32) ([][]float32, error) {
 		return nil, fmt.Errorf("infer: Raw input has %d values, the model takes %d", len(in), len(dst))
 	}
 	copy(dst, in)
-	e.lastLB = Letterbox{} // padding must be rewritten by the next Detect
+	clear(e.lastLB) // padding must be rewritten by the next Detect
 	if err := e.session.Run(); err != nil {
 		return nil, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}

@@ -171,7 +171,7 @@ func TestModelMismatchCaughtAtOpen(t *testing.T) {
 	_, err := infer.Open(infer.Options{Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Adapter: "yolox"})
 	require.ErrorIs(t, err, infer.ErrModelMismatch)
 	require.Contains(t, err.Error(), "input:0")
-	require.Contains(t, err.Error(), "[1 3 H W]")
+	require.Contains(t, err.Error(), "[B 3 H W]")
 
 	_, err = infer.Open(infer.Options{Path: "/nonexistent/m.onnx"})
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -191,4 +191,55 @@ func TestNegativeClipNoFaces(t *testing.T) {
 	})
 	require.ErrorIs(t, err, io.EOF)
 	require.Zero(t, sc, "tree.avi has no faces")
+}
+
+// A batch-4 copy of BlazeFace (scripts/batch_models.py) gives, for each of
+// four different frames in one execution, the detections the shipped
+// batch-1 model gives for that frame alone.
+func TestBatchedModelMatchesBatch1(t *testing.T) {
+	one := openEngine(t, "b1", testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "", 0)
+	four := openEngine(t, "b4", testenv.Model(t, "face_detection_front_128x128_barracuda.b4.onnx"), "", 0)
+	require.Equal(t, 1, one.Batch())
+	require.Equal(t, 4, four.Batch())
+	s, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi")})
+	require.NoError(t, err)
+	var imgs []pipeline.Image
+	err = s.Run(context.Background(), func(f *pipeline.Frame) {
+		if f.Seq%40 == 20 && len(imgs) < 4 {
+			imgs = append(imgs, f.Image)
+			return
+		}
+		f.Image.Release()
+	})
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, imgs, 4)
+	defer func() {
+		for _, im := range imgs {
+			im.Release()
+		}
+	}()
+	sts := []*pipeline.StageTimes{{}, {}, {}, {}}
+	batch, err := four.DetectBatch(imgs, sts, make([][]pipeline.Detection, 4))
+	require.NoError(t, err)
+	faces := 0
+	for i, img := range imgs {
+		var st pipeline.StageTimes
+		want, err := one.Detect(img, &st, nil)
+		require.NoError(t, err)
+		require.Len(t, batch[i], len(want), "frame %d", i)
+		for j := range want {
+			require.InDelta(t, want[j].Score, batch[i][j].Score, 1e-4)
+			require.InDelta(t, want[j].Box.X1, batch[i][j].Box.X1, 0.05)
+			require.InDelta(t, want[j].Box.Y2, batch[i][j].Box.Y2, 0.05)
+		}
+		faces += len(want)
+		require.Equal(t, sts[0].Infer, sts[i].Infer, "one execution for the batch")
+	}
+	require.Positive(t, faces)
+	// A partial batch (2 of 4) uses the first slots.
+	part, err := four.DetectBatch(imgs[:2], sts[:2], make([][]pipeline.Detection, 2))
+	require.NoError(t, err)
+	require.Len(t, part[1], len(batch[1]))
+	_, err = one.DetectBatch(imgs, sts, make([][]pipeline.Detection, 4))
+	require.Error(t, err, "more images than the batch")
 }

@@ -45,9 +45,10 @@ func newYOLOX(thr, iouThr float32) *yolox {
 func (y *yolox) Name() string { return "yolox" }
 
 func (y *yolox) Bind(in, out []TensorInfo) (Binding, error) {
-	if len(in) != 1 || !shapeIs(in[0].Shape, 1, 3, -1, -1) {
-		return Binding{}, fmt.Errorf("%w yolox: inputs %v, want one [1 3 H W] (NCHW BGR)", ErrModelMismatch, in)
+	if len(in) != 1 || !shapeIs(in[0].Shape, -1, 3, -1, -1) || in[0].Shape[0] < 1 {
+		return Binding{}, fmt.Errorf("%w yolox: inputs %v, want one [B 3 H W] (NCHW BGR, fixed batch B)", ErrModelMismatch, in)
 	}
+	batch := in[0].Shape[0]
 	h, okH := fixedDim(in[0].Shape[2])
 	w, okW := fixedDim(in[0].Shape[3])
 	if !okH || !okW || h%32 != 0 || w%32 != 0 {
@@ -59,11 +60,11 @@ func (y *yolox) Bind(in, out []TensorInfo) (Binding, error) {
 		y.grids = append(y.grids, yoloxGrid{w / s, h / s, s})
 		rows += (w / s) * (h / s)
 	}
-	if len(out) != 1 || !shapeIs(out[0].Shape, 1, int64(rows), -1) || out[0].Shape[2] < 6 {
-		return Binding{}, fmt.Errorf("%w yolox: outputs %v, want one [1 %d 5+classes] for a %dx%d input", ErrModelMismatch, out, rows, w, h)
+	if len(out) != 1 || !shapeIs(out[0].Shape, batch, int64(rows), -1) || out[0].Shape[2] < 6 {
+		return Binding{}, fmt.Errorf("%w yolox: outputs %v, want one [%d %d 5+classes] for a %dx%d input", ErrModelMismatch, out, batch, rows, w, h)
 	}
 	y.classes = int(out[0].Shape[2]) - 5
-	return Binding{Input: in[0].Name, InW: w, InH: h, Outputs: []string{out[0].Name}, OutShapes: [][]int64{out[0].Shape}, Order: pipeline.BGR}, nil
+	return Binding{Input: in[0].Name, Batch: int(batch), InW: w, InH: h, Outputs: []string{out[0].Name}, OutShapes: [][]int64{out[0].Shape}, Order: pipeline.BGR}, nil
 }
 
 func (y *yolox) Fill(dst []float32, pix []byte, lb Letterbox, full bool) {

