@@ -67,6 +67,13 @@ type Metrics struct {
 	// TotalQueue is the frames waiting for engines, all streams together,
 	// that the degradation governor watches: vigil_queue_depth_total_frames.
 	TotalQueue prometheus.Gauge
+	// Cross-stream batching: vigil_batch_size (requests per execution),
+	// vigil_batch_queue_wait_seconds (enqueue to dispatch) and
+	// vigil_engine_batch_seconds{batch} (one execution of the engine of
+	// that batch size, padding included).
+	BatchSize   prometheus.Histogram
+	BatchWait   prometheus.Histogram
+	EngineBatch *prometheus.HistogramVec
 }
 
 // NewMetrics creates the collectors and registers them with reg; a nil reg
@@ -113,8 +120,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.TotalQueue = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vigil_queue_depth_total_frames", Help: "Frames waiting for engines, all streams together (the degradation governor's input).",
 	})
+	m.BatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "vigil_batch_size", Help: "Requests per batched engine execution.",
+		Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 32},
+	})
+	m.BatchWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "vigil_batch_queue_wait_seconds", Help: "Time a request waited in the batcher before its batch ran.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+	})
+	m.EngineBatch = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vigil_engine_batch_seconds", Help: "Compute time of one engine execution, by the engine's batch size.",
+		Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
+	}, []string{"batch"})
 	if reg != nil {
-		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.Degraded, m.TotalQueue)
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.Degraded,
+			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch)
 	}
 	return m
 }

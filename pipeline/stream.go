@@ -39,6 +39,10 @@ type StreamConfig struct {
 	// publish times; when it leaves the queue, from the service and publish
 	// times. A frame already processed is published, marked over budget.
 	Budget time.Duration
+	// Batcher, when set, is shared by the streams of one model and takes
+	// precedence over Gate: frames from all of them are batched into
+	// fixed-shape executions (see Batcher).
+	Batcher *Batcher
 	// Gate, when set, is shared by every stream of the same engine: it
 	// serves frames earliest deadline first and refuses, at the moment a
 	// frame would start, one that can no longer make its deadline.
@@ -316,6 +320,10 @@ func (s *stream) emit(f *Frame) {
 // so a stream that drops everything is not stuck with a stale estimate.
 // Zero before any cost is measured.
 func (s *stream) predict(n int) time.Duration {
+	if s.c.Batcher != nil {
+		waiting, per := s.c.Batcher.Load()
+		return time.Duration(waiting+n)*per + s.publish.Get()
+	}
 	if s.c.Gate != nil {
 		waiting, per := s.c.Gate.Load()
 		return time.Duration(waiting+n)*per + s.publish.Get()
@@ -356,7 +364,22 @@ func (s *stream) work(ctx context.Context) {
 		}
 		st := StageTimes{Decode: f.Decoded.Sub(f.Arrival), Queue: time.Since(f.Decoded)}
 		var err error
-		if s.c.Gate != nil {
+		if s.c.Batcher != nil {
+			var deadline time.Time
+			if s.c.Budget > 0 {
+				deadline = f.Arrival.Add(s.c.Budget)
+			}
+			dets, err = s.c.Batcher.Do(ctx, deadline, f.Image, &st, dets[:0])
+			if errors.Is(err, ErrLate) {
+				f.Image.Release()
+				s.dropped(StageQueue, DropDeadline)
+				continue
+			}
+			if ctx.Err() != nil {
+				f.Image.Release()
+				return
+			}
+		} else if s.c.Gate != nil {
 			var deadline time.Time
 			if s.c.Budget > 0 {
 				deadline = f.Arrival.Add(s.c.Budget)

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -102,4 +105,53 @@ func TestSupervisorBuildError(t *testing.T) {
 	require.Equal(t, []string{"x"}, sup.IDs())
 	sup.Remove("x")
 	sup.Wait()
+}
+
+// Cross-stream batching with real engines of batch 1, 4 and 8: four
+// streams share one batcher; every frame is processed, with the right
+// detections, and executions carry more than one frame.
+func TestBatcherAcrossStreams(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	var engines []pipeline.BatchEngine
+	var first *infer.Engine
+	for _, f := range []string{"face_detection_front_128x128_barracuda.onnx", "face_detection_front_128x128_barracuda.b4.onnx", "face_detection_front_128x128_barracuda.b8.onnx"} {
+		sc := decode.NewScaler()
+		e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, f), Resizer: sc})
+		require.NoError(t, err)
+		t.Cleanup(func() { e.Close(); sc.Close() })
+		engines = append(engines, e)
+		if first == nil {
+			first = e
+		}
+	}
+	m := pipeline.NewMetrics(prometheus.NewRegistry())
+	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: engines, Preferred: []int{4, 8}, MaxQueueDelay: 3 * time.Millisecond, Metrics: m})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	var wg sync.WaitGroup
+	sinks := make([]*collectSink, 4)
+	for i := range sinks {
+		sinks[i] = &collectSink{}
+		src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi")})
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "b", Source: src, Engine: first, Sink: sinks[i], Batcher: b, Lossless: true}))
+		}()
+	}
+	wg.Wait()
+	cancel()
+	<-done
+	for _, s := range sinks {
+		require.Len(t, s.seqs, 270)
+		require.Greater(t, s.dets, 240)
+	}
+	var metric dto.Metric
+	require.NoError(t, m.BatchSize.Write(&metric))
+	h := metric.GetHistogram()
+	mean := h.GetSampleSum() / float64(h.GetSampleCount())
+	t.Logf("%d executions for %d frames, mean batch %.2f", h.GetSampleCount(), 4*270, mean)
+	require.Greater(t, mean, 1.5, "frames from different streams share executions")
 }

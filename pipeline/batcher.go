@@ -1,0 +1,272 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// BatchEngine runs up to Batch() images in one fixed-shape execution
+// (infer.Engine on a batch-N model).
+type BatchEngine interface {
+	Batch() int
+	DetectBatch(imgs []Image, sts []*StageTimes, dsts [][]Detection) ([][]Detection, error)
+}
+
+// BatcherConfig configures cross-stream dynamic batching.
+type BatcherConfig struct {
+	// Engines are one instance per batch size (e.g. 1, 4 and 8), all of the
+	// same model. A batch runs on the smallest one that fits it, padded.
+	Engines []BatchEngine
+	// Preferred batch sizes: a batch is dispatched as soon as the largest
+	// one is reached (default: the largest engine's size).
+	Preferred []int
+	// MaxQueueDelay is the longest a request waits for a batch to fill
+	// (default 2 ms).
+	MaxQueueDelay time.Duration
+	// Metrics, when set, receives batch sizes, queue waits and engine
+	// times (vigil_batch_*).
+	Metrics *Metrics
+}
+
+// Batcher forms batches across streams, like Triton's dynamic batcher, for
+// fixed-shape engines. It dispatches when the largest preferred size is
+// reached, when the oldest request has waited MaxQueueDelay, or when
+// waiting longer would break the earliest deadline in the queue (by the
+// measured time of the engine that would run the batch). Requests are taken
+// earliest deadline first; one that cannot finish in time is refused with
+// ErrLate. Run the dispatcher with Run; Do is safe for concurrent use.
+type Batcher struct {
+	cfg     BatcherConfig
+	maxPref int
+	mu      sync.Mutex
+	pending []*batchReq
+	seq     uint64
+	wake    chan struct{}
+	per     map[int]*EWMA // batch time per engine size
+}
+
+type batchReq struct {
+	deadline time.Time // zero: none
+	enq      time.Time
+	seq      uint64
+	img      Image
+	st       *StageTimes
+	dst      []Detection
+	done     chan struct{}
+	err      error
+}
+
+// NewBatcher returns a batcher; it panics without engines.
+func NewBatcher(cfg BatcherConfig) *Batcher {
+	if len(cfg.Engines) == 0 {
+		panic("pipeline: NewBatcher needs engines")
+	}
+	slices.SortFunc(cfg.Engines, func(a, b BatchEngine) int { return a.Batch() - b.Batch() })
+	if cfg.MaxQueueDelay <= 0 {
+		cfg.MaxQueueDelay = 2 * time.Millisecond
+	}
+	maxB := cfg.Engines[len(cfg.Engines)-1].Batch()
+	b := &Batcher{cfg: cfg, maxPref: maxB, wake: make(chan struct{}, 1), per: map[int]*EWMA{}}
+	if len(cfg.Preferred) > 0 {
+		b.maxPref = min(slices.Max(cfg.Preferred), maxB)
+	}
+	for _, e := range cfg.Engines {
+		b.per[e.Batch()] = &EWMA{}
+	}
+	return b
+}
+
+// engineFor returns the smallest engine that fits n requests.
+func (b *Batcher) engineFor(n int) BatchEngine {
+	for _, e := range b.cfg.Engines {
+		if e.Batch() >= n {
+			return e
+		}
+	}
+	return b.cfg.Engines[len(b.cfg.Engines)-1]
+}
+
+// Load returns the requests waiting and the measured time per request of
+// a full batch of the largest engine (for deadline prediction at ingest).
+func (b *Batcher) Load() (waiting int, perFrame time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	big := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
+	return len(b.pending), b.per[big].Get() / time.Duration(big)
+}
+
+// Do queues one image and waits for its detections (appended to dst). It
+// returns ErrLate when the image cannot be processed by deadline (zero: no
+// deadline), or ctx.Err().
+func (b *Batcher) Do(ctx context.Context, deadline time.Time, img Image, st *StageTimes, dst []Detection) ([]Detection, error) {
+	r := &batchReq{deadline: deadline, enq: time.Now(), img: img, st: st, dst: dst, done: make(chan struct{})}
+	b.mu.Lock()
+	b.seq++
+	r.seq = b.seq
+	b.pending = append(b.pending, r)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.dst, r.err
+	case <-ctx.Done():
+		b.mu.Lock()
+		if i := slices.Index(b.pending, r); i >= 0 { // not dispatched: withdraw
+			b.pending = slices.Delete(b.pending, i, i+1)
+			b.mu.Unlock()
+			return dst, ctx.Err()
+		}
+		b.mu.Unlock()
+		<-r.done // in flight: the image is in use until the batch ends
+		return r.dst, ctx.Err()
+	}
+}
+
+// plan decides at now whether to dispatch the pending requests (sorted
+// earliest deadline first): it returns how many to take (0: wait) and,
+// when waiting, until when at the latest.
+func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time) {
+	if len(pend) == 0 {
+		return 0, time.Time{}
+	}
+	maxB := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
+	if len(pend) >= b.maxPref {
+		return min(b.maxPref, maxB), time.Time{}
+	}
+	n = min(len(pend), maxB)
+	oldest := pend[0].enq
+	for _, r := range pend {
+		if r.enq.Before(oldest) {
+			oldest = r.enq
+		}
+	}
+	until = oldest.Add(b.cfg.MaxQueueDelay)
+	if d := pend[0].deadline; !d.IsZero() {
+		// Waiting for one more request would make a batch of n+1.
+		lastStart := d.Add(-b.per[b.engineFor(min(n+1, maxB)).Batch()].Get())
+		if lastStart.Before(until) {
+			until = lastStart
+		}
+	}
+	if !now.Before(until) {
+		return n, time.Time{}
+	}
+	return 0, until
+}
+
+func byDeadline(a, c *batchReq) int {
+	switch {
+	case a.deadline.IsZero() != c.deadline.IsZero():
+		if a.deadline.IsZero() {
+			return 1
+		}
+		return -1
+	case !a.deadline.Equal(c.deadline):
+		return a.deadline.Compare(c.deadline)
+	}
+	return int(a.seq) - int(c.seq)
+}
+
+// Run dispatches batches until ctx ends; then it refuses what is pending.
+func (b *Batcher) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		slices.SortFunc(b.pending, byDeadline)
+		now := time.Now()
+		n, until := b.plan(now, b.pending)
+		var batch []*batchReq
+		var late []*batchReq
+		if n > 0 {
+			est := b.per[b.engineFor(n).Batch()].Get()
+			for _, r := range b.pending {
+				if len(batch) == n {
+					break
+				}
+				if !r.deadline.IsZero() && now.Add(est).After(r.deadline) {
+					late = append(late, r)
+					continue
+				}
+				batch = append(batch, r)
+			}
+			b.pending = slices.DeleteFunc(b.pending, func(r *batchReq) bool {
+				return slices.Contains(batch, r) || slices.Contains(late, r)
+			})
+		}
+		b.mu.Unlock()
+		for _, r := range late {
+			r.err = ErrLate
+			close(r.done)
+		}
+		if len(batch) > 0 {
+			b.dispatch(batch)
+			continue
+		}
+		if len(late) > 0 {
+			continue
+		}
+		wait := time.Hour
+		if !until.IsZero() {
+			wait = max(time.Until(until), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			b.mu.Lock()
+			rest := b.pending
+			b.pending = nil
+			b.mu.Unlock()
+			for _, r := range rest {
+				r.err = ctx.Err()
+				close(r.done)
+			}
+			return
+		case <-b.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (b *Batcher) dispatch(batch []*batchReq) {
+	eng := b.engineFor(len(batch))
+	imgs := make([]Image, len(batch))
+	sts := make([]*StageTimes, len(batch))
+	dsts := make([][]Detection, len(batch))
+	now := time.Now()
+	for i, r := range batch {
+		imgs[i], sts[i], dsts[i] = r.img, r.st, r.dst
+		r.st.Queue += now.Sub(r.enq)
+		if m := b.cfg.Metrics; m != nil {
+			m.BatchWait.Observe(now.Sub(r.enq).Seconds())
+		}
+	}
+	t0 := time.Now()
+	out, err := eng.DetectBatch(imgs, sts, dsts)
+	d := time.Since(t0)
+	b.per[eng.Batch()].Add(d)
+	if m := b.cfg.Metrics; m != nil {
+		m.BatchSize.Observe(float64(len(batch)))
+		m.EngineBatch.WithLabelValues(strconv.Itoa(eng.Batch())).Observe(d.Seconds())
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.err = err
+		} else {
+			r.dst = out[i]
+		}
+		close(r.done)
+	}
+}
