@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,15 +68,69 @@ func NewLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 // engines opens one engine per distinct model (shared by the streams that
 // use it: the engine serialises calls) and closes them all on close.
 type engines struct {
-	mu     sync.Mutex
-	byName map[string]*infer.Engine
-	gates  map[*infer.Engine]*pipeline.Gate
-	cfg    *config.Config
-	scs    []*decode.Scaler
+	mu       sync.Mutex
+	byName   map[string]*infer.Engine
+	gates    map[*infer.Engine]*pipeline.Gate
+	batchers map[*infer.Engine]*pipeline.Batcher
+	// runBatcher starts a batcher's dispatcher (set by Run; nil elsewhere).
+	runBatcher func(*pipeline.Batcher)
+	cfg        *config.Config
+	scs        []*decode.Scaler
 }
 
 func newEngines(c *config.Config) *engines {
-	return &engines{byName: map[string]*infer.Engine{}, gates: map[*infer.Engine]*pipeline.Gate{}, cfg: c}
+	return &engines{byName: map[string]*infer.Engine{}, gates: map[*infer.Engine]*pipeline.Gate{},
+		batchers: map[*infer.Engine]*pipeline.Batcher{}, cfg: c}
+}
+
+// batcher returns the cross-stream batcher of base (the batch-1 engine of
+// a model and pool), opening the engines of the other configured batch
+// sizes from the model's .b<N>.onnx copies; nil when batching is off.
+func (e *engines) batcher(ref, pool string, base *infer.Engine, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
+	if len(e.cfg.Infer.BatchSizes) < 2 && (len(e.cfg.Infer.BatchSizes) == 0 || e.cfg.Infer.BatchSizes[0] == 1) {
+		return nil, nil
+	}
+	e.mu.Lock()
+	b := e.batchers[base]
+	e.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	if ref == "" {
+		ref = e.cfg.Pipeline.DefaultModel
+	}
+	m, err := e.cfg.ResolveModel(ref)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	var list []pipeline.BatchEngine
+	for _, n := range e.cfg.Infer.BatchSizes {
+		if n == 1 {
+			list = append(list, base)
+			continue
+		}
+		file := strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
+		eng, err := e.instance(file, pool+"#b"+strconv.Itoa(n))
+		if err != nil {
+			return nil, fmt.Errorf("batch size %d needs %s: %w", n, file, err)
+		}
+		if eng.Batch() != n {
+			return nil, badInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))
+		}
+		list = append(list, eng)
+	}
+	b = pipeline.NewBatcher(pipeline.BatcherConfig{Engines: list, Preferred: e.cfg.Pipeline.PreferredBatchSizes,
+		MaxQueueDelay: time.Duration(e.cfg.Pipeline.MaxQueueDelayUS) * time.Microsecond, Metrics: metrics})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old := e.batchers[base]; old != nil {
+		return old, nil
+	}
+	e.batchers[base] = b
+	if e.runBatcher != nil {
+		e.runBatcher(b)
+	}
+	return b, nil
 }
 
 // gateWaiting returns the frames waiting at every engine's gate.
@@ -303,6 +359,15 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	}
 
 	var wg sync.WaitGroup
+	engs.mu.Lock()
+	engs.runBatcher = func(b *pipeline.Batcher) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.Run(ctx)
+		}()
+	}
+	engs.mu.Unlock()
 	wg.Add(3)
 	go func() {
 		defer wg.Done()

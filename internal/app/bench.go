@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +45,9 @@ type BenchResult struct {
 	// the file paced at its native rate, over LatencyFrames frames.
 	P50, P99      time.Duration
 	LatencyFrames int
+	// BatchFPS is inference-only frames per second on the fixed-batch
+	// copies of the model (by batch size), when they exist.
+	BatchFPS map[int]float64
 	// AllocsPerFrame and BytesPerFrame are Go heap allocations per
 	// processed frame in the throughput phase (runtime.MemStats).
 	AllocsPerFrame, BytesPerFrame float64
@@ -125,6 +131,44 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	}
 	r.InferFPS = float64(runs) / el.Seconds()
 	fmt.Fprintf(out, "  inference only (ORT Run)                 %8.1f fps\n", r.InferFPS)
+
+	// 2b. Inference only on the fixed-batch copies, the same frame in every
+	// slot: what batching buys the engine itself.
+	if m, err := c.ResolveModel(o.Model); err == nil {
+		for _, n := range []int{4, 8} {
+			file := strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
+			if _, err := os.Stat(file); err != nil {
+				continue
+			}
+			be, err := engs.instance(file, "bench")
+			if err != nil || be.Batch() != n {
+				continue
+			}
+			batchIn := make([]float32, 0, n*len(in))
+			for i := 0; i < n; i++ {
+				batchIn = append(batchIn, in...)
+			}
+			var bruns int64
+			el, err := runFor(ctx, o.Duration, func(ctx context.Context) error {
+				for ctx.Err() == nil {
+					if _, err := be.Raw(batchIn); err != nil {
+						return err
+					}
+					bruns++
+				}
+				return ctx.Err()
+			})
+			if err != nil {
+				return r, fmt.Errorf("batch-%d inference: %w", n, err)
+			}
+			fps := float64(n) * float64(bruns) / el.Seconds()
+			if r.BatchFPS == nil {
+				r.BatchFPS = map[int]float64{}
+			}
+			r.BatchFPS[n] = fps
+			fmt.Fprintf(out, "  inference only, batch %d                  %8.1f fps  = %.2f × batch 1\n", n, fps, fps/r.InferFPS)
+		}
+	}
 
 	// 3. Full pipeline, lossless and unpaced: throughput and allocations.
 	ns, err := natsserver.Start("127.0.0.1:0", "", "")

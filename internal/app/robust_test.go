@@ -152,3 +152,24 @@ func metricValue(t *testing.T, v *vigil, series string) float64 {
 	}
 	return 0
 }
+
+// With infer.batch_sizes [1, 4, 8], streams of one model share a batcher:
+// the batched engines are opened from the .b<N>.onnx copies and frames of
+// different streams run in one execution.
+func TestBatchingInService(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "infer: {batch_sizes: [1, 4, 8]}\npipeline: {progress_interval: 0s, max_queue_delay_us: 3000}\n")
+	for i := 0; i < 4; i++ {
+		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("b%d", i), "Megamind.avi", ""))
+		require.Equal(t, http.StatusCreated, code, string(b))
+	}
+	for i := 0; i < 4; i++ {
+		v.waitState(fmt.Sprintf("b%d", i), "running", 20*time.Second)
+	}
+	require.Eventually(t, func() bool {
+		return metricValue(t, v, "vigil_batch_size_count") > 50
+	}, 20*time.Second, 100*time.Millisecond)
+	executions := metricValue(t, v, "vigil_batch_size_count")
+	frames := metricValue(t, v, "vigil_batch_size_sum")
+	t.Logf("%.0f executions carried %.0f frames", executions, frames)
+	require.GreaterOrEqual(t, frames, executions)
+}

@@ -83,6 +83,10 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("model: %w", err)
 	}
+	batcher, err := s.engs.batcher(sp.Model, pool, eng, s.metrics)
+	if err != nil {
+		return pipeline.StreamConfig{}, fmt.Errorf("batching: %w", err)
+	}
 	open, stall := sp.Durations()
 	log := s.log.With(zap.String("stream", sp.ID))
 	src, err := decode.New(decode.Options{
@@ -99,7 +103,7 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	}
 	return pipeline.StreamConfig{
 		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
-		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
 }

@@ -95,6 +95,11 @@ type Infer struct {
 	ModelsDir string `yaml:"models_dir"`
 	// IntraOpThreads per engine; 0 lets ONNX Runtime choose.
 	IntraOpThreads int `yaml:"intra_op_threads"`
+	// BatchSizes are the engine instances per model for cross-stream
+	// batching, e.g. [1, 4, 8] (default [1]: no batching). Sizes above 1
+	// need the model's fixed-batch copies <model>.b<N>.onnx beside it
+	// (make setup makes them for BlazeFace).
+	BatchSizes []int `yaml:"batch_sizes"`
 }
 
 // Pipeline holds defaults for every stream.
@@ -117,6 +122,12 @@ type Pipeline struct {
 	DegradeAfter Duration `yaml:"degrade_after"`
 	RestoreAfter Duration `yaml:"restore_after"`
 	DegradedFPS  float64  `yaml:"degraded_fps"`
+	// PreferredBatchSizes: a batch is dispatched at once when the largest
+	// is reached (default: the largest of infer.batch_sizes).
+	PreferredBatchSizes []int `yaml:"preferred_batch_sizes"`
+	// MaxQueueDelayUS is the longest a frame waits for its batch to fill,
+	// in µs (default 2000).
+	MaxQueueDelayUS int `yaml:"max_queue_delay_us"`
 	// AlertInterval is the least time between two alerts of one kind for
 	// one stream on <prefix>.<id>.alerts (default 10s).
 	AlertInterval Duration `yaml:"alert_interval"`
@@ -210,7 +221,7 @@ func Default() Config {
 		Infer:   Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
-			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2},
+			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
 	}
 }
 
@@ -384,6 +395,22 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.QueueSize < 1 || c.Pipeline.QueueSize > MaxQueueSize {
 		p.add("pipeline.queue_size", "%d: want 1 to %d", c.Pipeline.QueueSize, MaxQueueSize)
+	}
+	if len(c.Infer.BatchSizes) == 0 {
+		p.add("infer.batch_sizes", "at least one size (1: no batching)")
+	}
+	for _, b := range c.Infer.BatchSizes {
+		if b < 1 || b > 64 {
+			p.add("infer.batch_sizes", "%d: want 1 to 64", b)
+		}
+	}
+	for _, b := range c.Pipeline.PreferredBatchSizes {
+		if b < 1 || b > 64 {
+			p.add("pipeline.preferred_batch_sizes", "%d: want 1 to 64", b)
+		}
+	}
+	if c.Pipeline.MaxQueueDelayUS < 0 || c.Pipeline.MaxQueueDelayUS > 1000000 {
+		p.add("pipeline.max_queue_delay_us", "%d: want 0 to 1000000", c.Pipeline.MaxQueueDelayUS)
 	}
 	if c.Pipeline.DegradeDepth < 1 {
 		p.add("pipeline.degrade_depth", "%d: want at least 1", c.Pipeline.DegradeDepth)
