@@ -48,6 +48,9 @@ func exported(t *testing.T) map[string]bool {
 	m.Up.WithLabelValues("s").Set(1)
 	m.Degraded.WithLabelValues("s").Set(1)
 	m.TotalQueue.Set(1)
+	m.BatchSize.Observe(4)
+	m.BatchWait.Observe(0.001)
+	m.EngineBatch.WithLabelValues("4").Observe(0.01)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}
