@@ -218,7 +218,7 @@ func Default() Config {
 		Log:     Log{Level: "info", Format: "console"},
 		Metrics: Metrics{Listen: "127.0.0.1:9090"},
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
-		Infer:   Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir()},
+		Infer:   Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1}},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},

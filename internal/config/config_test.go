@@ -15,6 +15,11 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, "vigil", c.NATS.SubjectPrefix)
 	require.Equal(t, 4, c.Pipeline.QueueSize)
 	require.Equal(t, 5*time.Second, c.Pipeline.ProgressInterval.Duration)
+	require.Equal(t, []int{1}, c.Infer.BatchSizes, "no batching by default")
+	require.Equal(t, 2000, c.Pipeline.MaxQueueDelayUS)
+	require.Equal(t, 10, c.Pipeline.DegradeDepth)
+	require.Equal(t, DefaultBudgetMS, *c.Pipeline.BudgetMS)
+	require.Equal(t, 10*time.Second, c.Pipeline.AlertInterval.Duration)
 }
 
 func TestStreamDefaultsAndExpansion(t *testing.T) {
