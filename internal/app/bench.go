@@ -116,20 +116,10 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	}
 	first.Image.Release()
 	in := eng.InputTensor()
-	var runs int64
-	el, err = runFor(ctx, o.Duration, func(ctx context.Context) error {
-		for ctx.Err() == nil {
-			if _, err := eng.Raw(in); err != nil {
-				return err
-			}
-			runs++
-		}
-		return ctx.Err()
-	})
+	r.InferFPS, err = rawFPS(ctx, eng, in, 1, o.Duration)
 	if err != nil {
 		return r, fmt.Errorf("inference phase: %w", err)
 	}
-	r.InferFPS = float64(runs) / el.Seconds()
 	fmt.Fprintf(out, "  inference only (ORT Run)                 %8.1f fps\n", r.InferFPS)
 
 	// 2b. Inference only on the fixed-batch copies, the same frame in every
@@ -148,20 +138,10 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 			for i := 0; i < n; i++ {
 				batchIn = append(batchIn, in...)
 			}
-			var bruns int64
-			el, err := runFor(ctx, o.Duration, func(ctx context.Context) error {
-				for ctx.Err() == nil {
-					if _, err := be.Raw(batchIn); err != nil {
-						return err
-					}
-					bruns++
-				}
-				return ctx.Err()
-			})
+			fps, err := rawFPS(ctx, be, batchIn, n, o.Duration)
 			if err != nil {
 				return r, fmt.Errorf("batch-%d inference: %w", n, err)
 			}
-			fps := float64(n) * float64(bruns) / el.Seconds()
 			if r.BatchFPS == nil {
 				r.BatchFPS = map[int]float64{}
 			}
@@ -228,6 +208,22 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	fmt.Fprintf(out, "  latency at native rate (%.2f fps)        P50 %.2f ms  P99 %.2f ms  over %d frames (arrival → NATS publish)\n",
 		fps, float64(r.P50)/1e6, float64(r.P99)/1e6, r.LatencyFrames)
 	return r, nil
+}
+
+// rawFPS runs the engine on the prepared input tensor for d and returns
+// images per second (n images per execution).
+func rawFPS(ctx context.Context, eng *infer.Engine, in []float32, n int, d time.Duration) (float64, error) {
+	var runs int64
+	el, err := runFor(ctx, d, func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			if _, err := eng.Raw(in); err != nil {
+				return err
+			}
+			runs++
+		}
+		return ctx.Err()
+	})
+	return float64(n) * float64(runs) / el.Seconds(), err
 }
 
 // runFor runs fn with a context that ends after d and returns the elapsed
