@@ -164,6 +164,11 @@ func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
 	if err != nil {
 		return fmt.Errorf("creating session: %w", err)
 	}
+	// One warm-up run: ORT's first run allocates and plans; timing it as a
+	// frame's cost would make the first deadline predictions pessimistic.
+	if err := e.session.Run(); err != nil {
+		return fmt.Errorf("warm-up run: %w", err)
+	}
 	e.pix = make([]byte, e.bind.InW*e.bind.InH*3)
 	e.lastLB = make([]Letterbox, e.bind.Batch)
 	e.itemOut = make([][]float32, len(e.outData))

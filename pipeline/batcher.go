@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,6 +47,7 @@ type Batcher struct {
 	seq     uint64
 	wake    chan struct{}
 	per     map[int]*EWMA // batch time per engine size
+	lastRun atomic.Int64  // unix ns of the last execution's end (see StaleEstimate)
 }
 
 type batchReq struct {
@@ -95,6 +97,9 @@ func (b *Batcher) Load() (waiting int, perFrame time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	big := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
+	if stale(&b.lastRun, time.Now()) {
+		return len(b.pending), 0
+	}
 	return len(b.pending), b.per[big].Get() / time.Duration(big)
 }
 
@@ -186,6 +191,9 @@ func (b *Batcher) Run(ctx context.Context) {
 		var late []*batchReq
 		if n > 0 {
 			est := b.per[b.engineFor(n).Batch()].Get()
+			if stale(&b.lastRun, now) {
+				est = 0 // idle too long: run to measure afresh
+			}
 			for _, r := range b.pending {
 				if len(batch) == n {
 					break
@@ -242,6 +250,7 @@ func (b *Batcher) Run(ctx context.Context) {
 
 func (b *Batcher) dispatch(batch []*batchReq) {
 	eng := b.engineFor(len(batch))
+	wasStale := stale(&b.lastRun, time.Now())
 	imgs := make([]Image, len(batch))
 	sts := make([]*StageTimes, len(batch))
 	dsts := make([][]Detection, len(batch))
@@ -256,7 +265,12 @@ func (b *Batcher) dispatch(batch []*batchReq) {
 	t0 := time.Now()
 	out, err := eng.DetectBatch(imgs, sts, dsts)
 	d := time.Since(t0)
-	b.per[eng.Batch()].Add(d)
+	if wasStale {
+		b.per[eng.Batch()].Reset(d) // a fresh measurement replaces the stale one
+	} else {
+		b.per[eng.Batch()].Add(d)
+	}
+	b.lastRun.Store(time.Now().UnixNano())
 	if m := b.cfg.Metrics; m != nil {
 		m.BatchSize.Observe(float64(len(batch)))
 		m.EngineBatch.WithLabelValues(strconv.Itoa(eng.Batch())).Observe(d.Seconds())

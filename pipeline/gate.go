@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,8 +25,23 @@ type Gate struct {
 	busy    bool
 	waiters waitHeap
 	seq     uint64
-	per     EWMA // mean time fn holds the engine (SRTT-like)
-	dev     EWMA // mean absolute deviation from per (RTTVAR-like)
+	per     EWMA         // mean time fn holds the engine (SRTT-like)
+	dev     EWMA         // mean absolute deviation from per (RTTVAR-like)
+	lastRun atomic.Int64 // unix ns when fn last finished; 0: never
+}
+
+// StaleEstimate is how long an engine may sit idle before its measured
+// time per frame stops being trusted. Costs are only measured when frames
+// run; if a slow spell (a stalled host, a burst of other work) inflated the
+// estimate past the budget, every frame would be refused and the estimate
+// never corrected. After this much idleness frames are predicted free and
+// let through again, so the estimate is measured afresh.
+const StaleEstimate = 500 * time.Millisecond
+
+// stale reports whether the engine has been idle longer than StaleEstimate.
+func stale(lastRun *atomic.Int64, now time.Time) bool {
+	t := lastRun.Load()
+	return t != 0 && now.Sub(time.Unix(0, t)) > StaleEstimate
 }
 
 // NewGate returns an idle gate.
@@ -66,6 +82,9 @@ func (h *waitHeap) Pop() any {
 func (g *Gate) Load() (waiting int, perFrame time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if stale(&g.lastRun, time.Now()) {
+		return len(g.waiters), 0 // see StaleEstimate
+	}
 	return len(g.waiters), g.per.Get()
 }
 
@@ -99,16 +118,25 @@ func (g *Gate) Do(ctx context.Context, deadline time.Time, margin time.Duration,
 		g.mu.Unlock()
 	}
 	defer g.release()
-	if !deadline.IsZero() && time.Now().Add(g.bound()+margin).After(deadline) {
+	now := time.Now()
+	wasStale := stale(&g.lastRun, now)
+	if !deadline.IsZero() && !wasStale && now.Add(g.bound()+margin).After(deadline) {
 		return ErrLate
 	}
 	t0 := time.Now()
 	fn()
 	d := time.Since(t0)
-	if per := g.per.Get(); per > 0 {
+	switch per := g.per.Get(); {
+	case wasStale: // a fresh measurement replaces the stale estimate
+		g.per.Reset(d)
+		g.dev.Reset(d / 4)
+	case per > 0:
 		g.dev.Add((d - per).Abs())
+		g.per.Add(d)
+	default:
+		g.per.Add(d)
 	}
-	g.per.Add(d)
+	g.lastRun.Store(time.Now().UnixNano())
 	return nil
 }
 

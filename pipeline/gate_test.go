@@ -77,3 +77,27 @@ func TestGateCancelWhileWaiting(t *testing.T) {
 	require.NoError(t, g.Do(context.Background(), time.Time{}, 0, func() { ran = true }))
 	require.True(t, ran, "the gate is free again")
 }
+
+// A slow spell must not lock the gate: with an estimate inflated far past
+// the budget, frames are refused only while the engine ran recently; after
+// StaleEstimate of idleness a frame runs and re-measures, and the
+// estimate comes back down.
+func TestGateEstimateRecovers(t *testing.T) {
+	g := NewGate()
+	g.per.Add(10 * time.Second) // one pathological sample (a paused host)
+	g.lastRun.Store(time.Now().UnixNano())
+	deadline := time.Now().Add(100 * time.Millisecond)
+	require.ErrorIs(t, g.Do(context.Background(), deadline, 0, func() {}), ErrLate, "recent estimate: refused")
+	_, per := g.Load()
+	require.Equal(t, 10*time.Second, per)
+
+	g.lastRun.Store(time.Now().Add(-2 * StaleEstimate).UnixNano()) // idle since
+	_, per = g.Load()
+	require.Zero(t, per, "a stale estimate predicts nothing")
+	ran := false
+	require.NoError(t, g.Do(context.Background(), time.Now().Add(100*time.Millisecond), 0, func() { ran = true }))
+	require.True(t, ran, "a probe runs and re-measures")
+	_, per = g.Load()
+	require.Less(t, per, 100*time.Millisecond, "the fresh measurement replaced the stale estimate")
+	require.NoError(t, g.Do(context.Background(), time.Now().Add(100*time.Millisecond), 0, func() {}), "and frames flow again")
+}

@@ -186,6 +186,7 @@ type stream struct {
 	// Engine.Detect including any wait for a shared engine (used when the
 	// engine is no LoadReporter), publish is Sink.Publish.
 	service, publish EWMA
+	lastServe        atomic.Int64 // unix ns of the last Detect without a gate
 	// sinceLast counts drops since the last published message.
 	sinceLast atomic.Int64
 }
@@ -328,6 +329,9 @@ func (s *stream) predict(n int) time.Duration {
 		waiting, per := s.c.Gate.Load()
 		return time.Duration(waiting+n)*per + s.publish.Get()
 	}
+	if stale(&s.lastServe, time.Now()) {
+		return 0
+	}
 	return time.Duration(n)*s.service.Get() + s.publish.Get()
 }
 
@@ -399,8 +403,14 @@ func (s *stream) work(ctx context.Context) {
 			}
 		} else {
 			t0 := time.Now()
+			wasStale := stale(&s.lastServe, t0)
 			dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
-			s.service.Add(time.Since(t0))
+			if wasStale {
+				s.service.Reset(time.Since(t0))
+			} else {
+				s.service.Add(time.Since(t0))
+			}
+			s.lastServe.Store(time.Now().UnixNano())
 		}
 		w, h := f.Image.Width(), f.Image.Height()
 		f.Image.Release()
@@ -501,6 +511,10 @@ func (e *EWMA) Add(d time.Duration) {
 	}
 	e.v.Store(old + (int64(d)-old)/8)
 }
+
+// Reset replaces the average by one sample (after a stale period, the old
+// average says nothing about the present).
+func (e *EWMA) Reset(d time.Duration) { e.v.Store(int64(d)) }
 
 // Get returns the average (0 before the first sample).
 func (e *EWMA) Get() time.Duration { return time.Duration(e.v.Load()) }
