@@ -9,10 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -273,8 +276,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if *sweep {
-		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each <= 0 || *budgetMS <= 0 {
-			return &app.BadInputError{Err: errors.New("--max-streams 1..256, --step >= 1, --each > 0 and --budget-ms > 0 are needed")}
+		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each < 100*time.Millisecond || *budgetMS <= 0 {
+			return &app.BadInputError{Err: errors.New("--max-streams 1..256, --step >= 1, --each >= 100ms and --budget-ms > 0 are needed")}
+		}
+		if *plotPath != "" {
+			if !strings.HasSuffix(strings.ToLower(*plotPath), ".png") {
+				return &app.BadInputError{Err: fmt.Errorf("--plot %q: want a .png file", *plotPath)}
+			}
+			if st, err := os.Stat(filepath.Dir(*plotPath)); err != nil || !st.IsDir() {
+				return &app.BadInputError{Err: fmt.Errorf("--plot %q: its directory does not exist", *plotPath)}
+			}
 		}
 		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
 		if err != nil {
@@ -283,7 +294,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		defer stop()
 		ns := []int{1}
 		for n := *step; n <= *maxStreams; n += *step {
-			ns = append(ns, n)
+			if n > 1 {
+				ns = append(ns, n)
+			}
+		}
+		if ns[len(ns)-1] != *maxStreams {
+			ns = append(ns, *maxStreams) // always measure the largest load asked for
 		}
 		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each,
 			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, stdout)
@@ -315,6 +331,9 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.Window <= 0 {
 		return &app.BadInputError{Err: fmt.Errorf("--window %s: must be positive", o.Window)}
+	}
+	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &app.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", o.URL)}
 	}
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()

@@ -83,19 +83,16 @@ func newEngines(c *config.Config) *engines {
 		batchers: map[*infer.Engine]*pipeline.Batcher{}, cfg: c}
 }
 
-// batcher returns the cross-stream batcher of base (the batch-1 engine of
-// a model and pool), opening the engines of the other configured batch
-// sizes from the model's .b<N>.onnx copies; nil when batching is off.
-func (e *engines) batcher(ref, pool string, base *infer.Engine, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
-	if len(e.cfg.Infer.BatchSizes) < 2 && (len(e.cfg.Infer.BatchSizes) == 0 || e.cfg.Infer.BatchSizes[0] == 1) {
-		return nil, nil
-	}
-	e.mu.Lock()
-	b := e.batchers[base]
-	e.mu.Unlock()
-	if b != nil {
-		return b, nil
-	}
+// batching reports whether infer.batch_sizes asks for more than batch 1.
+func (e *engines) batching() bool {
+	bs := e.cfg.Infer.BatchSizes
+	return len(bs) > 1 || (len(bs) == 1 && bs[0] != 1)
+}
+
+// batchEngines opens (or finds) the engines of every configured batch size
+// for a model and pool: base for size 1, the model's .b<N>.onnx copies for
+// the others. Errors name the missing or mismatched file.
+func (e *engines) batchEngines(ref, pool string, base *infer.Engine) ([]pipeline.BatchEngine, error) {
 	if ref == "" {
 		ref = e.cfg.Pipeline.DefaultModel
 	}
@@ -112,12 +109,32 @@ func (e *engines) batcher(ref, pool string, base *infer.Engine, metrics *pipelin
 		file := strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
 		eng, err := e.instance(file, pool+"#b"+strconv.Itoa(n))
 		if err != nil {
-			return nil, fmt.Errorf("batch size %d needs %s: %w", n, file, err)
+			return nil, fmt.Errorf("batch size %d needs %s (make setup makes batched copies of BlazeFace): %w", n, file, err)
 		}
 		if eng.Batch() != n {
 			return nil, badInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))
 		}
 		list = append(list, eng)
+	}
+	return list, nil
+}
+
+// batcher returns the running cross-stream batcher of base (the batch-1
+// engine of a model and pool), creating and starting it on first use; nil
+// when batching is off.
+func (e *engines) batcher(ref, pool string, base *infer.Engine, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
+	if !e.batching() {
+		return nil, nil
+	}
+	e.mu.Lock()
+	b := e.batchers[base]
+	e.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	list, err := e.batchEngines(ref, pool, base)
+	if err != nil {
+		return nil, err
 	}
 	b = pipeline.NewBatcher(pipeline.BatcherConfig{Engines: list, Preferred: e.cfg.Pipeline.PreferredBatchSizes,
 		MaxQueueDelay: time.Duration(e.cfg.Pipeline.MaxQueueDelayUS) * time.Microsecond, Metrics: metrics})
@@ -259,8 +276,16 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	// frame. Models of streams registered through the API open when those
 	// streams start; a failure marks only that stream failed.
 	for _, s := range c.Streams {
-		if _, err := engs.get(s.Model); err != nil {
+		eng, err := engs.get(s.Model)
+		if err != nil {
 			return fmt.Errorf("streams[%s].model: %w", s.ID, err)
+		}
+		// Batched copies must exist for every configured batch size.
+		if !engs.batching() {
+			continue
+		}
+		if _, err := engs.batchEngines(s.Model, "", eng); err != nil {
+			return badInput(fmt.Errorf("infer.batch_sizes: streams[%s]: %w", s.ID, err))
 		}
 	}
 	var token, natsToken string
@@ -338,7 +363,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	stats := pipeline.NewStats()
 	sup := pipeline.NewSupervisor(ctx)
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup,
-		priorities: map[string]string{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
+		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Logger: log.Named("api")}).Handler()

@@ -65,7 +65,7 @@ func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error
 	if err != nil {
 		return nil, err
 	}
-	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(b)}
+	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(b), dropCheck(a, b)}
 	fmt.Fprintf(out, "vigil doctor: %s over %s\n", o.URL, o.Window)
 	for _, c := range checks {
 		status := "ok  "
@@ -244,7 +244,36 @@ func queueCheck(a, b families) Check {
 	mean := time.Duration(sum / count * float64(time.Second))
 	c.Measured = fmt.Sprintf("%.2f ms", float64(mean)/1e6)
 	c.OK = mean < queueDelayMax
-	c.Advice = "shorten the dynamic-batching delay, or serve fewer streams per engine"
+	c.Advice = "serve fewer streams per engine (or a lighter model), or shorten pipeline.max_queue_delay_us when batching"
+	return c
+}
+
+// counterTotal sums every series of a counter family.
+func counterTotal(f families, name string) float64 {
+	sum := 0.0
+	if mf := f[name]; mf != nil {
+		for _, m := range mf.Metric {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// dropCheck is the outcome the other lines explain: the share of decoded
+// frames that were not published in the window (20 % is where the
+// VigilHighDropRatio alert starts).
+func dropCheck(a, b families) Check {
+	c := Check{Name: "frames dropped", Threshold: "< 20 % of decoded"}
+	decoded := counterTotal(b, "vigil_frames_decoded_total") - counterTotal(a, "vigil_frames_decoded_total")
+	dropped := counterTotal(b, "vigil_frames_dropped_total") - counterTotal(a, "vigil_frames_dropped_total")
+	if decoded <= 0 {
+		c.Advice = "no frame decoded in the window: are the streams up? (vigil streams ls)"
+		return c
+	}
+	ratio := dropped / decoded
+	c.Measured = fmt.Sprintf("%.0f %%", 100*ratio)
+	c.OK = ratio < 0.2
+	c.Advice = "see vigil_frames_dropped_total by reason: deadline/queue_full mean too little engine capacity for the load (fewer streams, a lighter model, fps_limit, a larger budget)"
 	return c
 }
 

@@ -29,11 +29,12 @@ func TestDoctor(t *testing.T) {
 	for _, c := range checks {
 		byName[c.Name] = c
 	}
-	require.Len(t, checks, 5)
+	require.Len(t, checks, 6)
+	require.NotEmpty(t, byName["frames dropped"].Measured)
 	require.NotEmpty(t, byName["engine time tail (P99/mean)"].Measured)
 	require.NotEmpty(t, byName["queue delay (mean)"].Measured)
 	require.Contains(t, out.String(), "n/a  host-device copy share")
-	require.Equal(t, 5, strings.Count(out.String(), "(want "))
+	require.Equal(t, 6, strings.Count(out.String(), "(want "))
 
 	_, err = app.Doctor(context.Background(), app.DoctorOptions{URL: "http://127.0.0.1:1/metrics", Window: time.Millisecond}, &out)
 	require.ErrorContains(t, err, "is vigil run up")

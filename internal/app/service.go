@@ -28,6 +28,7 @@ type service struct {
 
 	mu         sync.Mutex
 	priorities map[string]string // stream id -> priority, for degradation
+	degraded   map[string]bool   // streams switched to their degraded rate
 	gov        *pipeline.Governor
 }
 
@@ -37,6 +38,7 @@ func (s *service) reconcile(ch registry.Change) {
 	if ch.Spec == nil {
 		s.mu.Lock()
 		delete(s.priorities, ch.ID)
+		delete(s.degraded, ch.ID)
 		s.mu.Unlock()
 		if s.sup.Remove(ch.ID) {
 			s.stats.Remove(ch.ID)
@@ -58,13 +60,31 @@ func (s *service) reconcile(ch registry.Change) {
 		}
 		return
 	}
-	if s.sup.Apply(sp.ID, string(version), func(*pipeline.Status) (pipeline.StreamConfig, error) { return s.build(sp) }) {
+	build := func(*pipeline.Status) (pipeline.StreamConfig, error) {
+		cfg, err := s.build(sp)
+		if err != nil {
+			s.log.Error("stream cannot start", zap.String("stream", sp.ID), zap.Error(err))
+		}
+		return cfg, err
+	}
+	if s.sup.Apply(sp.ID, string(version), build) {
 		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)))
 		s.mu.Lock()
 		engaged := s.gov.Engaged()
 		s.mu.Unlock()
+		// A restarted stream has a fresh status: degraded again only if
+		// it is low priority while degradation is engaged.
 		if engaged && sp.Priority == "low" {
 			s.setDegraded(sp.ID, true, "started while degradation is engaged")
+		} else {
+			s.mu.Lock()
+			was := s.degraded[sp.ID]
+			delete(s.degraded, sp.ID)
+			s.mu.Unlock()
+			if was {
+				s.metrics.Degraded.WithLabelValues(sp.ID).Set(0)
+				s.publishEvent(pipeline.Event{StreamID: sp.ID, Type: pipeline.EventRestored, Time: time.Now(), Reason: "reconfigured"})
+			}
 		}
 	}
 }
@@ -109,10 +129,11 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 }
 
 // alertLoop turns each stream's drops and budget misses into rate-limited
-// alerts on <prefix>.<stream_id>.alerts, once a second, until ctx ends.
+// alerts on <prefix>.<stream_id>.alerts until ctx ends.
 func (s *service) alertLoop(ctx context.Context) {
 	a := pipeline.NewAlerter(s.c.Pipeline.AlertInterval.Duration)
-	t := time.NewTicker(time.Second)
+	// 250 ms ticks: an alert is due at most a quarter second late.
+	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	known := map[string]bool{}
 	for {
@@ -186,6 +207,13 @@ func (s *service) setDegraded(id string, on bool, reason string) {
 	if !s.sup.SetDegraded(id, on) {
 		return
 	}
+	s.mu.Lock()
+	if on {
+		s.degraded[id] = true
+	} else {
+		delete(s.degraded, id)
+	}
+	s.mu.Unlock()
 	typ, v := pipeline.EventRestored, 0.0
 	if on {
 		typ, v = pipeline.EventDegraded, 1

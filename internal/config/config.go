@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -405,20 +406,23 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, b := range c.Pipeline.PreferredBatchSizes {
-		if b < 1 || b > 64 {
-			p.add("pipeline.preferred_batch_sizes", "%d: want 1 to 64", b)
+		if !slices.Contains(c.Infer.BatchSizes, b) {
+			p.add("pipeline.preferred_batch_sizes", "%d is not one of infer.batch_sizes %v", b, c.Infer.BatchSizes)
 		}
 	}
-	if c.Pipeline.MaxQueueDelayUS < 0 || c.Pipeline.MaxQueueDelayUS > 1000000 {
-		p.add("pipeline.max_queue_delay_us", "%d: want 0 to 1000000", c.Pipeline.MaxQueueDelayUS)
+	if c.Pipeline.MaxQueueDelayUS < 1 || c.Pipeline.MaxQueueDelayUS > 1000000 {
+		p.add("pipeline.max_queue_delay_us", "%d: want 1 to 1000000", c.Pipeline.MaxQueueDelayUS)
 	}
 	if c.Pipeline.DegradeDepth < 1 {
 		p.add("pipeline.degrade_depth", "%d: want at least 1", c.Pipeline.DegradeDepth)
 	}
-	if c.Pipeline.DegradeAfter.Duration <= 0 || c.Pipeline.RestoreAfter.Duration <= 0 {
-		p.add("pipeline.degrade_after", "degrade_after and restore_after must be positive")
+	if c.Pipeline.DegradeAfter.Duration <= 0 {
+		p.add("pipeline.degrade_after", "%s: must be positive", c.Pipeline.DegradeAfter)
 	}
-	if c.Pipeline.DegradedFPS <= 0 || c.Pipeline.DegradedFPS > 1000 {
+	if c.Pipeline.RestoreAfter.Duration <= 0 {
+		p.add("pipeline.restore_after", "%s: must be positive", c.Pipeline.RestoreAfter)
+	}
+	if !(c.Pipeline.DegradedFPS > 0 && c.Pipeline.DegradedFPS <= 1000) { // also refuses NaN
 		p.add("pipeline.degraded_fps", "%v: want more than 0, at most 1000", c.Pipeline.DegradedFPS)
 	}
 	if c.Pipeline.AlertInterval.Duration < 100*time.Millisecond {

@@ -76,6 +76,19 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 	}
 }
 
+func TestBatchingAndDegradationKeys(t *testing.T) {
+	_, err := Parse([]byte(`
+infer: {batch_sizes: [1, 4]}
+pipeline: {preferred_batch_sizes: [8], max_queue_delay_us: 0, degraded_fps: .nan, restore_after: 0s}
+`), "k.yaml")
+	require.Error(t, err)
+	for _, want := range []string{"pipeline.preferred_batch_sizes: 8 is not one of", "pipeline.max_queue_delay_us", "pipeline.degraded_fps", "pipeline.restore_after"} {
+		require.Contains(t, err.Error(), want)
+	}
+	_, err = Parse([]byte("streams: [{id: a, url: /x.avi, fps_limit: .nan}]\n"), "n.yaml")
+	require.ErrorContains(t, err, "streams[0].fps_limit")
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("streams:\n  - {id: a, url: /x.avi}\n"))
 	f.Add([]byte("nats: {url: nats://h:4222}\n"))

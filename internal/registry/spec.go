@@ -93,7 +93,7 @@ func (s *Spec) Validate(resolveModel func(string) error) error {
 	if len(s.URL) > 2048 {
 		return fieldErr("url", "longer than 2048 bytes")
 	}
-	if s.FPSLimit < 0 || s.FPSLimit > 1000 {
+	if !(s.FPSLimit >= 0 && s.FPSLimit <= 1000) { // also refuses NaN
 		return fieldErr("fps_limit", "%v: want 0 (no limit) to 1000", s.FPSLimit)
 	}
 	if s.FPSBurst < 0 || s.FPSBurst > 1000 {
