@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
 )
@@ -31,7 +32,7 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	if o.StreamID == "" {
 		o.StreamID = "detect"
 	}
-	if !config.ValidID.MatchString(o.StreamID) {
+	if !registry.ValidID(o.StreamID) {
 		return badInput(fmt.Errorf("--id %q: want 1-64 characters of A-Z a-z 0-9 _ -", o.StreamID))
 	}
 	if o.MaxFrames < 0 {

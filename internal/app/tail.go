@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/redact"
+	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -35,7 +35,7 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 	}
 	token := "*"
 	if o.Stream != "" {
-		if !config.ValidID.MatchString(o.Stream) {
+		if !registry.ValidID(o.Stream) {
 			return badInput(fmt.Errorf("--stream %q: want 1-64 characters of A-Z a-z 0-9 _ -", o.Stream))
 		}
 		token = o.Stream

@@ -330,11 +330,11 @@ func (c *Config) fill() {
 // over 30 s of a 30 fps camera.
 const MaxQueueSize = 1000
 
-var registryBucket = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// checkedHere are the stream fields Validate checks itself (reporting
+// every problem), so the registry spec's first error on them is skipped.
+var checkedHere = map[string]bool{"id": true, "url": true, "transport": true, "queue_size": true, "decode_threads": true}
 
-// ValidID matches stream ids: they become NATS subject tokens and metric
-// labels, so only [A-Za-z0-9_-], 1 to 64 characters.
-var ValidID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var registryBucket = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Validate reports every problem, each prefixed by the field it concerns,
 // joined with "; " so the message stays one line.
@@ -475,7 +475,7 @@ func (c *Config) Validate() error {
 	for i, s := range c.Streams {
 		f := fmt.Sprintf("streams[%d]", i)
 		switch {
-		case !ValidID.MatchString(s.ID):
+		case !registry.ValidID(s.ID):
 			p.add(f+".id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", s.ID)
 		case seen[s.ID]:
 			p.add(f+".id", "%q is used twice", s.ID)
@@ -496,11 +496,11 @@ func (c *Config) Validate() error {
 		if s.DecodeThreads < 0 || s.DecodeThreads > 64 {
 			p.add(f+".decode_threads", "%d: want 0 (FFmpeg chooses) to 64", s.DecodeThreads)
 		}
-		// Fields shared with the registry spec; id, url and transport are
-		// checked above with all problems reported, not just the first.
+		// Fields shared with the registry spec; those checked above are
+		// not reported twice.
 		sp := c.Spec(s)
 		var fe *registry.FieldError
-		if err := sp.Validate(nil); errors.As(err, &fe) && fe.Field != "id" && fe.Field != "url" && fe.Field != "transport" {
+		if err := sp.Validate(nil); errors.As(err, &fe) && !checkedHere[fe.Field] {
 			p.add(f+"."+fe.Field, "%s", fe.Msg)
 		}
 		if m, err := c.ResolveModel(s.Model); err != nil {

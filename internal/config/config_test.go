@@ -113,6 +113,7 @@ streams:
 		require.Contains(t, err.Error(), want)
 	}
 	require.NotContains(t, err.Error(), "hunter2")
+	require.Equal(t, 1, strings.Count(err.Error(), "streams[0].queue_size"), "each problem once: %s", err)
 
 	dir := t.TempDir()
 	c := Default()
