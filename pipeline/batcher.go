@@ -165,18 +165,7 @@ func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time)
 	return 0, until
 }
 
-func byDeadline(a, c *batchReq) int {
-	switch {
-	case a.deadline.IsZero() != c.deadline.IsZero():
-		if a.deadline.IsZero() {
-			return 1
-		}
-		return -1
-	case !a.deadline.Equal(c.deadline):
-		return a.deadline.Compare(c.deadline)
-	}
-	return int(a.seq) - int(c.seq)
-}
+func byDeadline(a, c *batchReq) int { return compareDeadlines(a.deadline, c.deadline, a.seq, c.seq) }
 
 // Run dispatches batches until ctx ends; then it refuses what is pending.
 func (b *Batcher) Run(ctx context.Context) {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -58,14 +59,23 @@ type waitHeap []*waiter
 
 func (h waitHeap) Len() int { return len(h) }
 func (h waitHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
+	return compareDeadlines(h[i].deadline, h[j].deadline, h[i].seq, h[j].seq) < 0
+}
+
+// compareDeadlines orders work earliest deadline first: a zero deadline
+// (none) after every real one, and arrival order (seq) among equals. The
+// Gate and the Batcher both serve in this order.
+func compareDeadlines(a, b time.Time, aSeq, bSeq uint64) int {
 	switch {
-	case a.deadline.IsZero() != b.deadline.IsZero():
-		return !a.deadline.IsZero()
-	case !a.deadline.Equal(b.deadline):
-		return a.deadline.Before(b.deadline)
+	case a.IsZero() != b.IsZero():
+		if a.IsZero() {
+			return 1
+		}
+		return -1
+	case !a.Equal(b):
+		return a.Compare(b)
 	}
-	return a.seq < b.seq
+	return cmp.Compare(aSeq, bSeq)
 }
 func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
 func (h *waitHeap) Push(x any)   { w := x.(*waiter); w.index = len(*h); *h = append(*h, w) }

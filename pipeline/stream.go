@@ -367,12 +367,12 @@ func (s *stream) work(ctx context.Context) {
 			continue
 		}
 		st := StageTimes{Decode: f.Decoded.Sub(f.Arrival), Queue: time.Since(f.Decoded)}
+		var deadline time.Time // zero: no budget
+		if s.c.Budget > 0 {
+			deadline = f.Arrival.Add(s.c.Budget)
+		}
 		var err error
 		if s.c.Batcher != nil {
-			var deadline time.Time
-			if s.c.Budget > 0 {
-				deadline = f.Arrival.Add(s.c.Budget)
-			}
 			dets, err = s.c.Batcher.Do(ctx, deadline, f.Image, &st, dets[:0])
 			if errors.Is(err, ErrLate) {
 				f.Image.Release()
@@ -384,10 +384,6 @@ func (s *stream) work(ctx context.Context) {
 				return
 			}
 		} else if s.c.Gate != nil {
-			var deadline time.Time
-			if s.c.Budget > 0 {
-				deadline = f.Arrival.Add(s.c.Budget)
-			}
 			tq := time.Now()
 			gerr := s.c.Gate.Do(ctx, deadline, s.publish.Get(), func() {
 				st.Queue += time.Since(tq) // waiting for the shared engine
