@@ -145,7 +145,7 @@ func (m *Module) Function(name string) (*Function, error) {
 	if err := check("cuModuleGetFunction", r); err != nil {
 		return nil, err
 	}
-	return &Function{ctx: m.ctx, h: f, name: name}, nil
+	return &Function{ctx: m.ctx, h: f, name: name, mod: m}, nil
 }
 
 // Unload unloads the module (cuModuleUnload); its functions must not be
@@ -168,6 +168,7 @@ type Function struct {
 	ctx  uintptr
 	h    uintptr // CUfunction
 	name string
+	mod  *Module
 }
 
 // Launch queues the kernel on s (cuLaunchKernel) with grid blocks of block
@@ -179,13 +180,13 @@ type Function struct {
 // parameter's size from the kernel, not from args. Any other type is an
 // error naming its index and type. At most 256 args.
 //
-// It returns such argument errors, an ErrClosed error for a destroyed
-// stream, or an *Error (e.g. CUDA_ERROR_INVALID_VALUE for a bad
+// It returns such argument errors, an ErrClosed error for an unloaded
+// module or destroyed stream, or an *Error (e.g. CUDA_ERROR_INVALID_VALUE for a bad
 // configuration); errors inside the kernel surface later, at a
 // synchronization.
 func (f *Function) Launch(s *Stream, grid, block [3]uint32, sharedMem uint32, args ...any) error {
-	if f == nil || f.h == 0 {
-		return closedError("function")
+	if f == nil || f.h == 0 || f.mod == nil || f.mod.h.Load() == 0 {
+		return closedError("function (or its module)")
 	}
 	sh, err := streamArg(s)
 	if err != nil {
