@@ -18,6 +18,7 @@ package cuda
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE // dladdr
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -377,6 +378,25 @@ typedef struct {
 
 static vigil_nvrtc_api vnv;
 
+// NVRTC dlopens libnvrtc-builtins.so.<major>.<minor> by name when it
+// compiles, through the loader's search path only: with NVRTC loaded by
+// absolute path from a directory not on that path, compiling fails with
+// NVRTC_ERROR_BUILTIN_OPERATION_FAILURE. Loading the builtins from NVRTC's
+// own directory first makes that dlopen find them by soname. Best effort:
+// failures are left for the compile to report.
+static void vigil_nvrtc_preload_builtins(void) {
+	Dl_info info;
+	int major = 0, minor = 0;
+	char path[4096];
+	if (vnv.Version(&major, &minor) != 0) return;
+	if (!dladdr((void *)vnv.Version, &info) || !info.dli_fname) return;
+	const char *slash = strrchr(info.dli_fname, '/');
+	if (!slash) return;
+	snprintf(path, sizeof path, "%.*s/libnvrtc-builtins.so.%d.%d",
+		(int)(slash - info.dli_fname), info.dli_fname, major, minor);
+	if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) dlerror();
+}
+
 // As vigil_cu_open, for one NVRTC library candidate.
 static int vigil_nvrtc_open(const char *lib, char *err, size_t errlen) {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
@@ -407,6 +427,7 @@ static int vigil_nvrtc_open(const char *lib, char *err, size_t errlen) {
 		a.GetCUBIN = NULL;
 	}
 	vnv = a;
+	vigil_nvrtc_preload_builtins();
 	return 0;
 }
 
