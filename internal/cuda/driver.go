@@ -8,7 +8,8 @@ import (
 )
 
 // driverLibrary is the driver's soname, as NVIDIA's installers place it.
-const driverLibrary = "libcuda.so.1"
+// Tests point it at a fake driver.
+var driverLibrary = "libcuda.so.1"
 
 var (
 	initOnce sync.Once
