@@ -39,7 +39,7 @@ func initDriver(lib string) error {
 		}
 	default:
 		return &wrapped{
-			msg:  fmt.Sprintf("%v (%s has no %s: the driver is too old, CUDA 12 or newer is needed); vigil falls back to the CPU", ErrNoDriver, lib, msg),
+			msg:  fmt.Sprintf("%v (%s has no %s: the driver is too old); GPU features need a newer NVIDIA driver; vigil falls back to the CPU", ErrNoDriver, lib, msg),
 			errs: []error{ErrNoDriver},
 		}
 	}
