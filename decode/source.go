@@ -423,7 +423,7 @@ func (d *decoder) receive(arrival time.Time) error {
 			Keyframe: d.frame.KeyFrame(),
 			Arrival:  arrival,
 			Decoded:  time.Now(),
-			Image:    &Picture{f: d.frame.Clone()},
+			Image:    &Picture{f: d.frame.Clone(), cs: d.cc.ColorSpace()},
 		}
 		d.frame.Unref()
 		d.s.seq++
@@ -517,7 +517,8 @@ func (p *pacer) wait(ctx context.Context, t float64) error {
 // pipeline.Image. It holds a reference to the decoder's buffer (no copy);
 // Release drops it.
 type Picture struct {
-	f *astiav.Frame
+	f  *astiav.Frame
+	cs astiav.ColorSpace // the decoder's AVCodecContext.colorspace
 }
 
 // Width in pixels.

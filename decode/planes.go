@@ -1,0 +1,70 @@
+package decode
+
+import (
+	"image"
+
+	"github.com/asticode/go-astiav"
+)
+
+// Matrix is a YCbCr→RGB conversion matrix.
+type Matrix int
+
+// The matrices vigil converts with: ITU-R BT.601 (SD video, and FFmpeg's
+// default) and ITU-R BT.709 (HD video).
+const (
+	BT601 Matrix = iota
+	BT709
+)
+
+// YUV420 is a view, without copying, of a decoded 8-bit 4:2:0 picture's
+// planes: Width×Height luma samples in Y (row i at Y[i*YStride:]) and
+// ⌈Width/2⌉×⌈Height/2⌉ chroma samples per plane. For planar formats
+// (yuv420p, yuvj420p) U holds Cb and V holds Cr, each with UVStride; for
+// NV12 (hardware decoders' surfaces) U holds interleaved Cb,Cr pairs and
+// V is nil. The slices alias the
+// frame and are valid until the Picture is released.
+type YUV420 struct {
+	Y, U, V           []byte
+	YStride, UVStride int
+	NV12              bool
+	Width, Height     int
+	// FullRange: samples use 0..255 (JPEG/"full" range) rather than
+	// 16..235 luma and 16..240 chroma (MPEG/"limited" range).
+	FullRange bool
+	Matrix    Matrix
+}
+
+// YUV420 returns the picture's planes when it is planar 8-bit 4:2:0
+// (yuv420p, yuvj420p), and false otherwise (other formats need swscale).
+// The matrix is the stream's signalled one when it says BT.709 or
+// BT.601 (bt470bg, smpte170m); unsignalled streams get BT.709 at 720 lines
+// or more and BT.601 below, the usual reading of unmarked HD and SD video.
+func (p *Picture) YUV420() (YUV420, bool) {
+	if p.f == nil {
+		return YUV420{}, false
+	}
+	pf := p.f.PixelFormat()
+	out := YUV420{Width: p.f.Width(), Height: p.f.Height()}
+	switch pf {
+	case astiav.PixelFormatYuv420P, astiav.PixelFormatYuvj420P:
+		var img image.YCbCr
+		if err := p.f.Data().ToImage(&img); err != nil {
+			return YUV420{}, false
+		}
+		out.Y, out.U, out.V, out.YStride, out.UVStride = img.Y, img.Cb, img.Cr, img.YStride, img.CStride
+	default:
+		return YUV420{}, false
+	}
+	out.FullRange = pf == astiav.PixelFormatYuvj420P || p.f.ColorRange() == astiav.ColorRangeJpeg
+	switch p.cs {
+	case astiav.ColorSpaceBt709:
+		out.Matrix = BT709
+	case astiav.ColorSpaceBt470Bg, astiav.ColorSpaceSmpte170M:
+		out.Matrix = BT601
+	default:
+		if out.Height >= 720 {
+			out.Matrix = BT709
+		}
+	}
+	return out, true
+}
