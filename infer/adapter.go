@@ -49,10 +49,27 @@ type Adapter interface {
 	// only the content area is written: the padding from an earlier call
 	// with the same lb is still in place.
 	Fill(dst []float32, pix []byte, lb Letterbox, full bool)
+	// Format says how Fill lays out and scales pixels, for preprocessors
+	// other than Fill (the GPU kernel in infer/gpu).
+	Format() TensorFormat
 	// Decode turns one item's raw outputs (in Binding.Outputs order, each
 	// the item's slice of a [Batch, ...] output) into detections in source
 	// pixels, appended to dst.
 	Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection) []pipeline.Detection
+}
+
+// TensorFormat is how an adapter writes one image into its slice of the
+// input tensor: channel layout, channel order and the affine scaling of
+// 8-bit values.
+type TensorFormat struct {
+	// NCHW: planar [3, H, W] per item; otherwise interleaved [H, W, 3].
+	NCHW bool
+	// Order of the three channels.
+	Order pipeline.PixelOrder
+	// A pixel value v in 0..255 is stored as v*Scale + Bias.
+	Scale, Bias float32
+	// Pad is the stored value of letterbox padding (already scaled).
+	Pad float32
 }
 
 // NewAdapter returns the adapter called name with the given thresholds

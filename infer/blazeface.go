@@ -92,6 +92,11 @@ var blazeLUT = func() (t [256]float32) {
 	return t
 }()
 
+// Format: NHWC RGB in [-1, 1] (v/127.5 - 1, blazeLUT), black (-1) padding.
+func (b *blazeFace) Format() TensorFormat {
+	return TensorFormat{Order: pipeline.RGB, Scale: 1 / 127.5, Bias: -1, Pad: -1}
+}
+
 func (b *blazeFace) Fill(dst []float32, pix []byte, lb Letterbox, full bool) {
 	if full {
 		for i := range dst {

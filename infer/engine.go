@@ -77,14 +77,9 @@ func Open(o Options) (*Engine, error) {
 	if RuntimeVersion() == "" {
 		return nil, errors.New("infer: InitRuntime has not succeeded")
 	}
-	ins, outs, err := ort.GetInputOutputInfo(o.Path)
+	ad, bind, ins, err := inspect(o)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: reading its inputs and outputs: %w", o.Path, err)
-	}
-	in, out := tensorInfos(ins), tensorInfos(outs)
-	ad, bind, err := pickAdapter(o, in, out)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", o.Path, err)
+		return nil, err
 	}
 	e := &Engine{name: o.Name, adapter: ad, bind: bind, resizer: o.Resizer}
 	if e.name == "" {
@@ -95,6 +90,42 @@ func Open(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("model %s: %w", o.Path, err)
 	}
 	return e, nil
+}
+
+// Describe reads the model's signature and binds it to its adapter (o.Name,
+// o.Path, o.Adapter and the thresholds are used), for engines other than
+// Engine (infer/gpu). Half reports a float16 input tensor (otherwise it is
+// float32). Errors are Open's: a missing file, an unreadable model or
+// ErrModelMismatch; other element types are refused with a clear error.
+func Describe(o Options) (ad Adapter, b Binding, half bool, err error) {
+	if _, err := os.Stat(o.Path); err != nil {
+		return nil, Binding{}, false, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	ad, b, ins, err := inspect(o)
+	if err != nil {
+		return nil, Binding{}, false, err
+	}
+	switch ins[0].DataType {
+	case ort.TensorElementDataTypeFloat:
+	case ort.TensorElementDataTypeFloat16:
+		half = true
+	default:
+		return nil, Binding{}, false, fmt.Errorf("model %s: input %s has element type %v; vigil feeds float32 or float16", o.Path, ins[0].Name, ins[0].DataType)
+	}
+	return ad, b, half, nil
+}
+
+func inspect(o Options) (Adapter, Binding, []ort.InputOutputInfo, error) {
+	ins, outs, err := ort.GetInputOutputInfo(o.Path)
+	if err != nil {
+		return nil, Binding{}, nil, fmt.Errorf("model %s: reading its inputs and outputs: %w", o.Path, err)
+	}
+	in, out := tensorInfos(ins), tensorInfos(outs)
+	ad, bind, err := pickAdapter(o, in, out)
+	if err != nil {
+		return nil, Binding{}, nil, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	return ad, bind, ins, nil
 }
 
 func tensorInfos(infos []ort.InputOutputInfo) []TensorInfo {

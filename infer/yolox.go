@@ -67,6 +67,11 @@ func (y *yolox) Bind(in, out []TensorInfo) (Binding, error) {
 	return Binding{Input: in[0].Name, Batch: int(batch), InW: w, InH: h, Outputs: []string{out[0].Name}, OutShapes: [][]int64{out[0].Shape}, Order: pipeline.BGR}, nil
 }
 
+// Format: NCHW BGR in 0..255 (YOLOX's preproc), padding 114.
+func (y *yolox) Format() TensorFormat {
+	return TensorFormat{NCHW: true, Order: pipeline.BGR, Scale: 1, Pad: 114}
+}
+
 func (y *yolox) Fill(dst []float32, pix []byte, lb Letterbox, full bool) {
 	plane := lb.InW * lb.InH
 	if full {
