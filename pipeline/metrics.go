@@ -74,6 +74,13 @@ type Metrics struct {
 	BatchSize   prometheus.Histogram
 	BatchWait   prometheus.Histogram
 	EngineBatch *prometheus.HistogramVec
+	// GPU engine, per batch, timed with CUDA events:
+	// vigil_gpu_batch_stage_seconds{model,batch,stage} with stage h2d (frame
+	// upload from pinned memory), preprocess (the NVRTC kernels), infer (the
+	// ONNX Runtime run) and d2h (output download); and the host time spent
+	// launching the run, vigil_gpu_launch_seconds{model,batch}.
+	GPUStage  *prometheus.HistogramVec
+	GPULaunch *prometheus.HistogramVec
 }
 
 // NewMetrics creates the collectors and registers them with reg; a nil reg
@@ -132,9 +139,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "vigil_engine_batch_seconds", Help: "Compute time of one engine execution, by the engine's batch size.",
 		Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
 	}, []string{"batch"})
+	m.GPUStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vigil_gpu_batch_stage_seconds", Help: "GPU engine time per batch by stage (h2d, preprocess, infer, d2h), from CUDA events.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
+	}, []string{"model", "batch", "stage"})
+	m.GPULaunch = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vigil_gpu_launch_seconds", Help: "Host time to enqueue one ONNX Runtime run on the GPU (a CUDA graph replay when enabled).",
+		Buckets: prometheus.ExponentialBuckets(0.000001, 2, 18),
+	}, []string{"model", "batch"})
 	if reg != nil {
 		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.Degraded,
-			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch)
+			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.GPUStage, m.GPULaunch)
 	}
 	return m
 }

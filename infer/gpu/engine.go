@@ -1,0 +1,731 @@
+// Package gpu is vigil's NVIDIA GPU engine: frames are staged in pinned
+// (page-locked) host slots, uploaded on a copy stream, letterboxed and
+// normalised by an NVRTC kernel straight into the model's device input, run
+// by ONNX Runtime's CUDA or TensorRT execution provider on vigil's compute
+// stream with inputs and outputs bound to device buffers (IoBinding), and
+// downloaded on a second copy stream. With CUDA graphs on, each run after
+// warm-up replays one captured graph. Ordering between the streams is by
+// CUDA events; the same events time each batch's copies and compute.
+//
+// It needs an NVIDIA driver (libcuda.so.1), NVRTC and an ONNX Runtime
+// build with the CUDA provider; without them Open fails with an error
+// that says which is missing, and callers fall back to infer.Engine on the
+// CPU.
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/infer/ortdev"
+	"github.com/vigil-video/vigil/internal/cuda"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Name, Path, Adapter, ScoreThreshold and IoUThreshold are as in
+	// infer.Options.
+	Name, Path, Adapter          string
+	ScoreThreshold, IoUThreshold float32
+	// Device is the CUDA device ordinal.
+	Device int
+	// Providers is the execution-provider chain; nil means tensorrt, then
+	// cuda. The cpu provider is refused: the engine's buffers live on the GPU.
+	Providers []ortdev.Provider
+	// CUDAGraph replays each run as a CUDA graph after warm-up (the CUDA
+	// EP's enable_cuda_graph; TensorRT's trt_cuda_graph_enable).
+	CUDAGraph bool
+	// TensorRT settings; ProfileShapes is filled in from the model's fixed
+	// input shape when empty.
+	TensorRT ortdev.TensorRTOptions
+	// Slots is the number of pinned staging slots, i.e. batches in flight
+	// (default 2: double buffering).
+	Slots int
+	// Resizer resizes frames that are not 8-bit 4:2:0 on the CPU
+	// (decode.Scaler); nil refuses such frames.
+	Resizer infer.Resizer
+	// OnBatch, when set, receives every batch's timings (from the calling
+	// goroutine, after the batch).
+	OnBatch func(BatchTimes)
+}
+
+// BatchTimes are one batch's timings, measured with CUDA events on the
+// streams (H2D, Compute, D2H) and with the host clock (Launch, Wall).
+type BatchTimes struct {
+	// Size is the number of frames in the batch; Batch the engine's fixed
+	// batch size.
+	Size, Batch int
+	// H2D: the upload of the frames' planes from pinned memory.
+	H2D time.Duration
+	// Compute: preprocessing kernels plus the ONNX Runtime run, on the
+	// compute stream.
+	Compute time.Duration
+	// Preprocess: the preprocessing kernels alone (part of Compute).
+	Preprocess time.Duration
+	// D2H: the download of the outputs into pinned memory.
+	D2H time.Duration
+	// Launch: host time spent in ONNX Runtime's Run, which only enqueues
+	// (run option disable_synchronize_execution_providers).
+	Launch time.Duration
+	// Wall: host time from the start of DetectBatch to the outputs being
+	// in host memory.
+	Wall time.Duration
+}
+
+// Engine is a fixed-shape detection engine on one GPU; it implements
+// pipeline.Engine. Up to Slots batches are in flight at once: calls from
+// several goroutines overlap one batch's upload and download with another's
+// compute.
+type Engine struct {
+	name    string
+	adapter infer.Adapter
+	bind    infer.Binding
+	half    bool
+	o       Options
+
+	ctx     *cuda.Context
+	compute *cuda.Stream
+	up      *cuda.Stream
+	down    *cuda.Stream
+	pre     *Preprocessor
+	sess    *ortdev.Session
+
+	input    *cuda.DeviceBuffer   // [Batch, ...] model input, bound
+	outputs  []*cuda.DeviceBuffer // model outputs, bound
+	outBytes []int
+	itemIn   int // bytes of one item's input
+
+	slots   chan *slot
+	all     []*slot
+	compMu  sync.Mutex // orders kernel+run+D2D sequences on compute
+	closeMu sync.Mutex
+	closed  bool
+}
+
+var _ pipeline.Engine = (*Engine)(nil)
+
+// slot is one batch's staging: pinned host memory and device memory for
+// the frames, device and pinned memory for the outputs, and its events.
+type slot struct {
+	host     *cuda.HostBuffer
+	dev      *cuda.DeviceBuffer
+	outDev   *cuda.DeviceBuffer
+	outHost  *cuda.HostBuffer
+	outViews [][]float32 // per output, the whole [Batch, ...] tensor in outHost
+	itemOut  [][]float32
+	lbs      []infer.Letterbox
+	// events: up0/up1 around H2D, c0/c1 around compute (p1 after the
+	// kernels), d0/d1 around D2H.
+	up0, up1, c0, p1, c1, d0, d1 *cuda.Event
+}
+
+// Open initialises CUDA on o.Device, compiles the kernels, opens the ONNX
+// Runtime session (chain o.Providers) on its compute stream with I/O bound
+// to device buffers, allocates the slots and warms up (three runs, so that
+// a CUDA-graph session has captured its graph). infer.InitRuntime and
+// ortdev.Init must have succeeded. Errors wrap cuda.ErrNoDriver (no
+// driver), cuda.ErrNoNVRTC, the model errors of infer.Describe, or say that
+// no GPU provider could be opened, with each provider's reason.
+func Open(o Options) (*Engine, error) {
+	if err := cuda.Init(); err != nil {
+		return nil, err
+	}
+	ad, bind, half, err := infer.Describe(infer.Options{Name: o.Name, Path: o.Path, Adapter: o.Adapter,
+		ScoreThreshold: o.ScoreThreshold, IoUThreshold: o.IoUThreshold})
+	if err != nil {
+		return nil, err
+	}
+	if o.Slots <= 0 {
+		o.Slots = 2
+	}
+	if len(o.Providers) == 0 {
+		o.Providers = []ortdev.Provider{ortdev.TensorRT, ortdev.CUDA}
+	}
+	for _, p := range o.Providers {
+		if p == ortdev.CPU {
+			return nil, errors.New("gpu: the cpu provider cannot run the GPU engine; use infer.Engine")
+		}
+	}
+	e := &Engine{name: o.Name, adapter: ad, bind: bind, half: half, o: o}
+	if e.name == "" {
+		e.name = ad.Name()
+	}
+	if err := e.open(); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("model %s on GPU %d: %w", o.Path, o.Device, err)
+	}
+	return e, nil
+}
+
+func (e *Engine) elem() ortdev.ElemType {
+	if e.half {
+		return ortdev.Float16
+	}
+	return ortdev.Float32
+}
+
+func (e *Engine) open() error {
+	var err error
+	if e.ctx, err = cuda.Primary(e.o.Device); err != nil {
+		return err
+	}
+	for _, s := range []**cuda.Stream{&e.compute, &e.up, &e.down} {
+		if *s, err = e.ctx.NewStream(); err != nil {
+			return err
+		}
+	}
+	if e.pre, err = NewPreprocessor(e.ctx); err != nil {
+		return err
+	}
+	b := e.bind
+	inShape := []int64{int64(b.Batch), 3, int64(b.InH), int64(b.InW)}
+	if !e.adapter.Format().NCHW {
+		inShape = []int64{int64(b.Batch), int64(b.InH), int64(b.InW), 3}
+	}
+	e.itemIn = b.InW * b.InH * 3 * e.elem().Size()
+	if e.input, err = e.ctx.Alloc(e.itemIn * b.Batch); err != nil {
+		return err
+	}
+	trt := e.o.TensorRT
+	if trt.ProfileShapes == "" {
+		trt.ProfileShapes = ortdev.FixedProfile(b.Input, inShape)
+	}
+	trt.CUDAGraph = trt.CUDAGraph || e.o.CUDAGraph
+	e.sess, err = ortdev.Open(ortdev.Options{Model: e.o.Path, Providers: e.o.Providers, DeviceID: e.o.Device,
+		ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TensorRT: trt, NoSync: true})
+	if err != nil {
+		return err
+	}
+	if err := e.sess.BindDevice(b.Input, false, uintptr(e.input.Ptr()), e.input.Len(), inShape, e.elem()); err != nil {
+		return err
+	}
+	for i, name := range b.Outputs {
+		n := 4
+		for _, d := range b.OutShapes[i] {
+			n *= int(d)
+		}
+		buf, err := e.ctx.Alloc(n)
+		if err != nil {
+			return err
+		}
+		e.outputs = append(e.outputs, buf)
+		e.outBytes = append(e.outBytes, n)
+		if err := e.sess.BindDevice(name, true, uintptr(buf.Ptr()), n, b.OutShapes[i], ortdev.Float32); err != nil {
+			return err
+		}
+	}
+	// Zero input, then warm up: ORT's CUDA graph is captured on the run
+	// after its first two (allocation and planning).
+	if err := e.ctx.MemsetD8Async(e.input.Ptr(), 0, e.input.Len(), e.compute); err != nil {
+		return err
+	}
+	for range 3 {
+		if err := e.sess.Run(); err != nil {
+			return fmt.Errorf("warm-up run: %w", err)
+		}
+		if err := e.compute.Synchronize(); err != nil {
+			return err
+		}
+	}
+	e.slots = make(chan *slot, e.o.Slots)
+	for range e.o.Slots {
+		s, err := e.newSlot()
+		if err != nil {
+			return err
+		}
+		e.all = append(e.all, s)
+		e.slots <- s
+	}
+	return nil
+}
+
+func (e *Engine) newSlot() (*slot, error) {
+	s := &slot{lbs: make([]infer.Letterbox, e.bind.Batch), itemOut: make([][]float32, len(e.outputs))}
+	total := 0
+	for _, n := range e.outBytes {
+		total += n
+	}
+	var err error
+	if s.outDev, err = e.ctx.Alloc(total); err != nil {
+		return nil, err
+	}
+	if s.outHost, err = e.ctx.AllocHost(total); err != nil {
+		return nil, err
+	}
+	off := 0
+	for _, n := range e.outBytes {
+		s.outViews = append(s.outViews, bytesAsFloat32(s.outHost.Bytes()[off:off+n]))
+		off += n
+	}
+	for _, ev := range []**cuda.Event{&s.up0, &s.up1, &s.c0, &s.p1, &s.c1, &s.d0, &s.d1} {
+		if *ev, err = e.ctx.NewEvent(true); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// ensure grows the slot's frame staging to n bytes (pinned and device).
+func (e *Engine) ensure(s *slot, n int) error {
+	if s.host != nil && len(s.host.Bytes()) >= n {
+		return nil
+	}
+	n = max(n, 1<<20)
+	n += n / 4
+	if s.host != nil {
+		s.host.Free()
+		s.dev.Free()
+		s.host, s.dev = nil, nil
+	}
+	var err error
+	if s.host, err = e.ctx.AllocHost(n); err != nil {
+		return err
+	}
+	s.dev, err = e.ctx.Alloc(n)
+	return err
+}
+
+// Model returns the model name.
+func (e *Engine) Model() string { return e.name }
+
+// Adapter returns the adapter's name.
+func (e *Engine) Adapter() string { return e.adapter.Name() }
+
+// Batch returns the model's fixed batch size.
+func (e *Engine) Batch() int { return e.bind.Batch }
+
+// InputSize returns the model input's width and height in pixels.
+func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
+
+// Provider is the execution provider the session runs on.
+func (e *Engine) Provider() ortdev.Provider { return e.sess.Provider() }
+
+// Choice is the provider line to log (see ortdev.Session.Choice).
+func (e *Engine) Choice() string { return e.sess.Choice() }
+
+// Detect implements pipeline.Engine with a batch of one.
+func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
+	one, oneSt, oneDst := [1]pipeline.Image{img}, [1]*pipeline.StageTimes{st}, [1][]pipeline.Detection{dst}
+	out, err := e.DetectBatch(one[:], oneSt[:], oneDst[:])
+	if err != nil {
+		return dst, err
+	}
+	return out[0], nil
+}
+
+type staged struct {
+	yuv    bool
+	planes Planes
+	off    int // packed: offset of the content pixels
+}
+
+// DetectBatch runs up to Batch() images in one execution, as
+// infer.Engine.DetectBatch does: image i goes to item i; unused items keep
+// old contents and their outputs are ignored. Stage times: Preprocess is
+// the host staging plus the GPU kernels, Infer the ORT run on the GPU
+// (CUDA events), Postprocess the decoding on the host; the wait for a free
+// slot counts as Queue. Errors: too many images, a frame format the engine
+// cannot take, CUDA or ORT errors.
+func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
+	if len(imgs) > e.bind.Batch || len(sts) != len(imgs) || len(dsts) != len(imgs) {
+		return dsts, fmt.Errorf("gpu: %d images for a batch of %d", len(imgs), e.bind.Batch)
+	}
+	tw := time.Now()
+	s, ok := <-e.slots
+	if !ok || s == nil {
+		return dsts, errors.New("gpu: engine closed")
+	}
+	defer func() { e.slots <- s }()
+	t0 := time.Now()
+	for i := range imgs {
+		sts[i].Queue += t0.Sub(tw)
+	}
+	bt, err := e.run(s, imgs)
+	if err != nil {
+		return dsts, err
+	}
+	bt.Wall = time.Since(t0)
+	for i := range imgs {
+		ti := time.Now()
+		for k, o := range s.outViews {
+			per := len(o) / e.bind.Batch
+			s.itemOut[k] = o[i*per : (i+1)*per]
+		}
+		dsts[i] = e.adapter.Decode(s.itemOut, s.lbs[i], dsts[i][:0])
+		sts[i].Preprocess = bt.Preprocess + bt.H2D
+		sts[i].Infer = bt.Compute - bt.Preprocess
+		sts[i].Postprocess = time.Since(ti)
+	}
+	if e.o.OnBatch != nil {
+		e.o.OnBatch(bt)
+	}
+	return dsts, nil
+}
+
+func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
+	bt := BatchTimes{Size: len(imgs), Batch: e.bind.Batch}
+	// Stage 1 (host): copy each frame's planes into the pinned slot.
+	st := make([]staged, len(imgs))
+	need := 0
+	views := make([]decode.YUV420, len(imgs))
+	for i, img := range imgs {
+		if p, ok := img.(*decode.Picture); ok {
+			if v, ok := p.YUV420(); ok {
+				views[i] = v
+				st[i].yuv = true
+				need += v.Width*v.Height + 2*((v.Width+1)/2)*((v.Height+1)/2)
+				continue
+			}
+		}
+		if e.o.Resizer == nil {
+			return bt, fmt.Errorf("gpu: frame %d is not 8-bit 4:2:0 and the engine has no Resizer", i)
+		}
+		lb := infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
+		need += lb.ContentW * lb.ContentH * 3
+	}
+	if err := e.ensure(s, need); err != nil {
+		return bt, err
+	}
+	buf := s.host.Bytes()
+	base := s.dev.Ptr()
+	off := 0
+	for i, img := range imgs {
+		lb := infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
+		s.lbs[i] = lb
+		if !st[i].yuv {
+			n := lb.ContentW * lb.ContentH * 3
+			if err := e.o.Resizer.Resize(img, lb.ContentW, lb.ContentH, e.adapter.Format().Order, buf[off:off+n]); err != nil {
+				return bt, err
+			}
+			st[i].off = off
+			off += n
+			continue
+		}
+		v := views[i]
+		cw, ch := (v.Width+1)/2, (v.Height+1)/2
+		p := Planes{Width: v.Width, Height: v.Height, YStride: v.Width, UVStride: cw, FullRange: v.FullRange, Matrix: v.Matrix}
+		p.Y = base + cuda.DevicePtr(off)
+		off += copyPlane(buf[off:], v.Y, v.YStride, v.Width, v.Height)
+		p.U = base + cuda.DevicePtr(off)
+		off += copyPlane(buf[off:], v.U, v.UVStride, cw, ch)
+		p.V = base + cuda.DevicePtr(off)
+		off += copyPlane(buf[off:], v.V, v.UVStride, cw, ch)
+		st[i].planes = p
+	}
+	// Stage 2 (copy stream): upload.
+	if err := e.up0rec(s, off); err != nil {
+		return bt, err
+	}
+	// Stage 3 (compute stream): kernels into the bound input, the run, and
+	// a device copy of the outputs into the slot, so the next batch may run
+	// while this one downloads.
+	if err := e.computeBatch(s, st, &bt); err != nil {
+		return bt, err
+	}
+	// Stage 4 (download stream).
+	if err := e.down.WaitEvent(s.c1); err != nil {
+		return bt, err
+	}
+	if err := s.d0.Record(e.down); err != nil {
+		return bt, err
+	}
+	if err := e.ctx.CopyDtoHAsync(s.outHost, 0, s.outDev.Ptr(), s.outDev.Len(), e.down); err != nil {
+		return bt, err
+	}
+	if err := s.d1.Record(e.down); err != nil {
+		return bt, err
+	}
+	if err := s.d1.Synchronize(); err != nil {
+		return bt, err
+	}
+	var err error
+	if bt.H2D, err = cuda.Elapsed(s.up0, s.up1); err != nil {
+		return bt, err
+	}
+	if bt.Compute, err = cuda.Elapsed(s.c0, s.c1); err != nil {
+		return bt, err
+	}
+	if bt.Preprocess, err = cuda.Elapsed(s.c0, s.p1); err != nil {
+		return bt, err
+	}
+	bt.D2H, err = cuda.Elapsed(s.d0, s.d1)
+	return bt, err
+}
+
+func (e *Engine) up0rec(s *slot, n int) error {
+	if err := s.up0.Record(e.up); err != nil {
+		return err
+	}
+	if n > 0 {
+		if err := e.ctx.CopyHtoDAsync(s.dev.Ptr(), s.host, 0, n, e.up); err != nil {
+			return err
+		}
+	}
+	return s.up1.Record(e.up)
+}
+
+func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
+	e.compMu.Lock()
+	defer e.compMu.Unlock()
+	if err := e.compute.WaitEvent(s.up1); err != nil {
+		return err
+	}
+	if err := s.c0.Record(e.compute); err != nil {
+		return err
+	}
+	f := e.adapter.Format()
+	for i := range st {
+		t := Target{Dst: e.input.Ptr() + cuda.DevicePtr(i*e.itemIn), W: e.bind.InW, H: e.bind.InH, Format: f, Half: e.half}
+		var err error
+		if st[i].yuv {
+			err = e.pre.YUV420(e.compute, st[i].planes, s.lbs[i], t)
+		} else {
+			err = e.pre.Packed(e.compute, s.dev.Ptr()+cuda.DevicePtr(st[i].off), s.lbs[i], t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.p1.Record(e.compute); err != nil {
+		return err
+	}
+	tl := time.Now()
+	if err := e.sess.Run(); err != nil {
+		return fmt.Errorf("onnxruntime run %s: %w", e.name, err)
+	}
+	bt.Launch = time.Since(tl)
+	off := 0
+	for i, b := range e.outputs {
+		if err := e.ctx.CopyDtoDAsync(s.outDev.Ptr()+cuda.DevicePtr(off), b.Ptr(), e.outBytes[i], e.compute); err != nil {
+			return err
+		}
+		off += e.outBytes[i]
+	}
+	return s.c1.Record(e.compute)
+}
+
+// bytesAsFloat32 views pinned bytes (4-byte aligned: cuMemHostAlloc
+// returns page-aligned memory and outputs are whole float32 tensors) as
+// float32s.
+func bytesAsFloat32(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+// copyPlane copies h rows of w bytes from src (row stride stride) to dst
+// packed, returning w*h.
+func copyPlane(dst, src []byte, stride, w, h int) int {
+	for y := range h {
+		copy(dst[y*w:y*w+w], src[y*stride:y*stride+w])
+	}
+	return w * h
+}
+
+// Close waits for in-flight batches, then frees the session, buffers,
+// streams and kernels. It is idempotent.
+func (e *Engine) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	for range e.all {
+		<-e.slots // every slot home: nothing in flight
+	}
+	if e.slots != nil {
+		close(e.slots) // later calls fail with "engine closed"
+	}
+	if e.sess != nil {
+		e.sess.Close()
+	}
+	var errs []error
+	for _, s := range e.all {
+		for _, ev := range []*cuda.Event{s.up0, s.up1, s.c0, s.p1, s.c1, s.d0, s.d1} {
+			if ev != nil {
+				errs = append(errs, ev.Destroy())
+			}
+		}
+		for _, b := range []*cuda.DeviceBuffer{s.dev, s.outDev} {
+			if b != nil {
+				errs = append(errs, b.Free())
+			}
+		}
+		for _, h := range []*cuda.HostBuffer{s.host, s.outHost} {
+			if h != nil {
+				errs = append(errs, h.Free())
+			}
+		}
+	}
+	for _, b := range append(e.outputs, e.input) {
+		if b != nil {
+			errs = append(errs, b.Free())
+		}
+	}
+	if e.pre != nil {
+		e.pre.Close()
+	}
+	for _, s := range []*cuda.Stream{e.compute, e.up, e.down} {
+		if s != nil {
+			errs = append(errs, s.Destroy())
+		}
+	}
+	if e.ctx != nil {
+		errs = append(errs, e.ctx.Release())
+	}
+	return errors.Join(errs...)
+}
+
+// RunModel runs the model once on the input as it stands (no frames, no
+// copies) and waits for it: the engine-only benchmark. launch is the host
+// time spent in ONNX Runtime's Run (it only enqueues), total the time to
+// completion.
+func (e *Engine) RunModel() (launch, total time.Duration, err error) {
+	e.compMu.Lock()
+	defer e.compMu.Unlock()
+	t0 := time.Now()
+	if err := e.sess.Run(); err != nil {
+		return 0, 0, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
+	}
+	launch = time.Since(t0)
+	if err := e.compute.Synchronize(); err != nil {
+		return launch, 0, err
+	}
+	return launch, time.Since(t0), nil
+}
+
+// InputTensor downloads the model input as it stands (after DetectBatch:
+// the preprocessed frames), as float32 values in the adapter's layout,
+// [Batch, ...]. fp16 inputs are widened. For tests and benchmarks.
+func (e *Engine) InputTensor() ([]float32, error) {
+	e.compMu.Lock()
+	defer e.compMu.Unlock()
+	if err := e.compute.Synchronize(); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, e.input.Len())
+	if err := e.ctx.CopyDtoH(raw, e.input.Ptr()); err != nil {
+		return nil, err
+	}
+	if !e.half {
+		return append([]float32(nil), bytesAsFloat32(raw)...), nil
+	}
+	out := make([]float32, len(raw)/2)
+	for i := range out {
+		out[i] = HalfToFloat(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
+	}
+	return out, nil
+}
+
+// HalfToFloat widens an IEEE 754 binary16 value (sign, 5-bit exponent,
+// 10-bit mantissa) to float32, exactly.
+func HalfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := int32(h>>10) & 0x1f
+	man := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && man == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		for man&0x400 == 0 {
+			man <<= 1
+			exp--
+		}
+		exp++
+		man &= 0x3ff
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	}
+	return math.Float32frombits(sign | uint32(exp+112)<<23 | man<<13)
+}
+
+// MeasureH2D times host-to-device copies of n bytes, reps times each, from
+// pinned memory (cuMemHostAlloc, asynchronous on a stream) and from
+// pageable Go memory (synchronous cuMemcpyHtoD), and returns both
+// bandwidths in GB/s (1e9 bytes per second), timed with CUDA events for
+// pinned and the host clock for pageable.
+func MeasureH2D(device, n, reps int) (pinned, pageable float64, err error) {
+	if err := cuda.Init(); err != nil {
+		return 0, 0, err
+	}
+	c, err := cuda.Primary(device)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Release()
+	s, err := c.NewStream()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Destroy()
+	d, err := c.Alloc(n)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer d.Free()
+	h, err := c.AllocHost(n)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer h.Free()
+	a, err := c.NewEvent(true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer a.Destroy()
+	b, err := c.NewEvent(true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer b.Destroy()
+	// One warm-up copy each.
+	if err := c.CopyHtoDAsync(d.Ptr(), h, 0, n, s); err != nil {
+		return 0, 0, err
+	}
+	if err := s.Synchronize(); err != nil {
+		return 0, 0, err
+	}
+	if err := a.Record(s); err != nil {
+		return 0, 0, err
+	}
+	for range reps {
+		if err := c.CopyHtoDAsync(d.Ptr(), h, 0, n, s); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := b.Record(s); err != nil {
+		return 0, 0, err
+	}
+	if err := b.Synchronize(); err != nil {
+		return 0, 0, err
+	}
+	el, err := cuda.Elapsed(a, b)
+	if err != nil {
+		return 0, 0, err
+	}
+	pinned = float64(n) * float64(reps) / el.Seconds() / 1e9
+	g := make([]byte, n)
+	for i := range g {
+		g[i] = byte(i)
+	}
+	if err := c.CopyHtoD(d.Ptr(), g); err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	for range reps {
+		if err := c.CopyHtoD(d.Ptr(), g); err != nil {
+			return 0, 0, err
+		}
+	}
+	pageable = float64(n) * float64(reps) / time.Since(t0).Seconds() / 1e9
+	return pinned, pageable, nil
+}
