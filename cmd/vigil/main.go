@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -256,7 +257,7 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--budget-ms B] [--plot FILE]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32]", stderr)
 	o := app.BenchOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
@@ -268,12 +269,39 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	each := fs.Duration("each", 6*time.Second, "sweep: measuring time per point")
 	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
+	gpuMode := fs.Bool("gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
+	models := fs.String("models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
+	batches := fs.String("batches", "1,8,32", "gpu: comma-separated batch sizes (batch N uses <model>.b<N>.onnx)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *gpuMode {
+		g := app.GPUBenchOptions{Source: o.Source, Duration: o.Duration}
+		g.Models = []string{o.Model}
+		if *models != "" {
+			g.Models = strings.Split(*models, ",")
+		}
+		for _, b := range strings.Split(*batches, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(b))
+			if err != nil || n < 1 || n > 64 {
+				return &app.BadInputError{Err: fmt.Errorf("--batches %q: want sizes 1 to 64, comma-separated", *batches)}
+			}
+			g.Batches = append(g.Batches, n)
+		}
+		if o.Duration <= 0 {
+			return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
+		}
+		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		_, err = app.BenchGPU(ctx, c, g, stdout)
+		return err
 	}
 	if *sweep {
 		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each < 100*time.Millisecond || *budgetMS <= 0 {

@@ -11,10 +11,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +27,8 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/infer/gpu"
+	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/hwmon"
@@ -65,13 +69,31 @@ func NewLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
 }
 
+// detector is what the service needs of an engine: infer.Engine on the
+// CPU, gpu.Engine on an NVIDIA GPU.
+type detector interface {
+	pipeline.Engine
+	pipeline.BatchEngine
+	Adapter() string
+	InputSize() (w, h int)
+	Close() error
+}
+
+var (
+	_ detector = (*infer.Engine)(nil)
+	_ detector = (*gpu.Engine)(nil)
+)
+
 // engines opens one engine per distinct model (shared by the streams that
 // use it: the engine serialises calls) and closes them all on close.
 type engines struct {
 	mu       sync.Mutex
-	byName   map[string]*infer.Engine
-	gates    map[*infer.Engine]*pipeline.Gate
-	batchers map[*infer.Engine]*pipeline.Batcher
+	byName   map[string]detector
+	choices  map[string]string // engine key -> execution provider line
+	gates    map[detector]*pipeline.Gate
+	batchers map[detector]*pipeline.Batcher
+	// metrics receives GPU batch timings once Run has created it.
+	metrics atomic.Pointer[pipeline.Metrics]
 	// runBatcher starts a batcher's dispatcher (set by Run; nil elsewhere).
 	runBatcher func(*pipeline.Batcher)
 	cfg        *config.Config
@@ -79,8 +101,8 @@ type engines struct {
 }
 
 func newEngines(c *config.Config) *engines {
-	return &engines{byName: map[string]*infer.Engine{}, gates: map[*infer.Engine]*pipeline.Gate{},
-		batchers: map[*infer.Engine]*pipeline.Batcher{}, cfg: c}
+	return &engines{byName: map[string]detector{}, choices: map[string]string{}, gates: map[detector]*pipeline.Gate{},
+		batchers: map[detector]*pipeline.Batcher{}, cfg: c}
 }
 
 // batching reports whether infer.batch_sizes asks for more than batch 1.
@@ -92,7 +114,7 @@ func (e *engines) batching() bool {
 // batchEngines opens (or finds) the engines of every configured batch size
 // for a model and pool: base for size 1, the model's .b<N>.onnx copies for
 // the others. Errors name the missing or mismatched file.
-func (e *engines) batchEngines(ref, pool string, base *infer.Engine) ([]pipeline.BatchEngine, error) {
+func (e *engines) batchEngines(ref, pool string, base detector) ([]pipeline.BatchEngine, error) {
 	if ref == "" {
 		ref = e.cfg.Pipeline.DefaultModel
 	}
@@ -122,7 +144,7 @@ func (e *engines) batchEngines(ref, pool string, base *infer.Engine) ([]pipeline
 // batcher returns the running cross-stream batcher of base (the batch-1
 // engine of a model and pool), creating and starting it on first use; nil
 // when batching is off.
-func (e *engines) batcher(ref, pool string, base *infer.Engine, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
+func (e *engines) batcher(ref, pool string, base detector, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
 	if !e.batching() {
 		return nil, nil
 	}
@@ -163,7 +185,7 @@ func (e *engines) gateWaiting() int {
 }
 
 // gate returns the engine's shared EDF gate (one per engine).
-func (e *engines) gate(eng *infer.Engine) *pipeline.Gate {
+func (e *engines) gate(eng detector) *pipeline.Gate {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	g := e.gates[eng]
@@ -178,6 +200,9 @@ func openRuntime(c *config.Config) error {
 	if err := infer.InitRuntime(c.Infer.ORTLibrary); err != nil {
 		return badInput(err)
 	}
+	if err := ortdev.Init(c.Infer.ORTLibrary); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -187,21 +212,21 @@ func (e *engines) logLoaded(log *zap.Logger) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()),
-		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", "cpu"))
-	for _, eng := range e.byName {
+		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", e.cfg.Infer.Provider))
+	for key, eng := range e.byName {
 		w, h := eng.InputSize()
-		log.Info("model loaded", zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
-			zap.Int("input_width", w), zap.Int("input_height", h))
+		log.Info("model loaded: "+e.choices[key], zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
+			zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch()))
 	}
 }
 
-func (e *engines) get(ref string) (*infer.Engine, error) { return e.instance(ref, "") }
+func (e *engines) get(ref string) (detector, error) { return e.instance(ref, "") }
 
 // instance returns the engine for a model reference. Streams share one
 // engine (and its gate) per model, except that each pool ("high" for
 // priority-high streams) gets its own instance: its own ORT session and
 // gate, so those streams never queue behind bulk ones.
-func (e *engines) instance(ref, pool string) (*infer.Engine, error) {
+func (e *engines) instance(ref, pool string) (detector, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ref == "" {
@@ -219,19 +244,90 @@ func (e *engines) instance(ref, pool string) (*infer.Engine, error) {
 		return eng, nil
 	}
 	sc := decode.NewScaler()
+	eng, choice, err := e.open(m, pool, sc)
+	if err != nil {
+		sc.Close()
+		return nil, err
+	}
+	e.byName[key] = eng
+	e.choices[key] = choice
+	e.scs = append(e.scs, sc)
+	return eng, nil
+}
+
+// gpuChain is the GPU part of the provider chain infer.provider asks for
+// (auto and tensorrt: tensorrt then cuda; cuda: cuda; cpu: none).
+func gpuChain(p string) []ortdev.Provider {
+	switch p {
+	case "cpu":
+		return nil
+	case "cuda":
+		return []ortdev.Provider{ortdev.CUDA}
+	}
+	return []ortdev.Provider{ortdev.TensorRT, ortdev.CUDA}
+}
+
+// open opens model m on the GPU when infer.provider allows it and it works,
+// else on the CPU. It returns the line to log: the provider taken and why
+// the ones before it were not.
+func (e *engines) open(m infer.Model, pool string, sc *decode.Scaler) (detector, string, error) {
+	ic := e.cfg.Infer
+	var gpuErr error
+	if chain := gpuChain(ic.Provider); chain != nil {
+		trt := ortdev.TensorRTOptions{FP16: ic.TensorRT.FP16, INT8: ic.TensorRT.INT8,
+			INT8CalibrationTable: ic.TensorRT.INT8CalibrationTable, EngineCacheDir: ic.TensorRT.EngineCacheDir,
+			TimingCacheDir: ic.TensorRT.TimingCacheDir}
+		if trt.TimingCacheDir == "" {
+			trt.TimingCacheDir = trt.EngineCacheDir
+		}
+		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
+			IoUThreshold: m.IoUThreshold, Device: ic.Device, Providers: chain, CUDAGraph: ic.CUDAGraph == nil || *ic.CUDAGraph,
+			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
+		if err == nil {
+			return g, g.Choice(), nil
+		}
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, infer.ErrModelMismatch) {
+			return nil, "", badInput(err)
+		}
+		gpuErr = err
+	}
 	eng, err := infer.Open(infer.Options{
 		Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-		IoUThreshold: m.IoUThreshold, IntraOpThreads: e.cfg.Infer.IntraOpThreads, Resizer: sc,
+		IoUThreshold: m.IoUThreshold, IntraOpThreads: ic.IntraOpThreads, Resizer: sc,
 		// A pool's instance serves few streams and idles between frames.
 		NoSpin: pool != "",
 	})
 	if err != nil {
-		sc.Close()
-		return nil, badInput(err)
+		return nil, "", badInput(err)
 	}
-	e.byName[key] = eng
-	e.scs = append(e.scs, sc)
-	return eng, nil
+	choice := "execution provider cpu (infer.provider: cpu)"
+	if gpuErr != nil {
+		choice = "execution provider cpu (GPU engine unavailable: " + oneLine(gpuErr.Error()) + ")"
+	}
+	return eng, choice, nil
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// observeGPU returns the GPU engine's per-batch hook: stage histograms.
+func (e *engines) observeGPU(model string) func(gpu.BatchTimes) {
+	return func(bt gpu.BatchTimes) {
+		m := e.metrics.Load()
+		if m == nil {
+			return
+		}
+		b := strconv.Itoa(bt.Batch)
+		m.GPUStage.WithLabelValues(model, b, "h2d").Observe(bt.H2D.Seconds())
+		m.GPUStage.WithLabelValues(model, b, "preprocess").Observe(bt.Preprocess.Seconds())
+		m.GPUStage.WithLabelValues(model, b, "infer").Observe((bt.Compute - bt.Preprocess).Seconds())
+		m.GPUStage.WithLabelValues(model, b, "d2h").Observe(bt.D2H.Seconds())
+		m.GPULaunch.WithLabelValues(model, b).Observe(bt.Launch.Seconds())
+	}
 }
 
 func (e *engines) close() {
@@ -308,6 +404,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := pipeline.NewMetrics(reg)
+	engs.metrics.Store(metrics)
 	if hw := hwmon.Start(log); hw != nil {
 		reg.MustRegister(hw)
 		defer hw.Close()

@@ -77,12 +77,16 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	if err := openRuntime(&c); err != nil {
 		return r, err
 	}
+	// This benchmark is of the CPU engine (Raw replays a host tensor); the
+	// GPU engine has its own, `vigil bench --gpu`.
+	c.Infer.Provider = "cpu"
 	engs := newEngines(&c)
 	defer engs.close()
-	eng, err := engs.get(o.Model)
+	det, err := engs.get(o.Model)
 	if err != nil {
 		return r, err
 	}
+	eng := det.(*infer.Engine)
 	fmt.Fprintf(out, "vigil bench: %s, model %s (%s), ONNX Runtime %s CPU, %d CPUs, %s per phase\n",
 		filepath.Base(o.Source), eng.Model(), eng.Adapter(), infer.RuntimeVersion(), runtime.NumCPU(), o.Duration)
 
@@ -130,10 +134,11 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 			if _, err := os.Stat(file); err != nil {
 				continue
 			}
-			be, err := engs.instance(file, "bench")
-			if err != nil || be.Batch() != n {
+			bd, err := engs.instance(file, "bench")
+			if err != nil || bd.Batch() != n {
 				continue
 			}
+			be := bd.(*infer.Engine)
 			batchIn := make([]float32, 0, n*len(in))
 			for i := 0; i < n; i++ {
 				batchIn = append(batchIn, in...)

@@ -101,6 +101,34 @@ type Infer struct {
 	// need the model's fixed-batch copies <model>.b<N>.onnx beside it
 	// (make setup makes them for BlazeFace).
 	BatchSizes []int `yaml:"batch_sizes"`
+	// Provider is the preferred ONNX Runtime execution provider: auto (the
+	// default: tensorrt, then cuda, then cpu), tensorrt, cuda or cpu. Each
+	// falls back along tensorrt → cuda → cpu and logs one line saying which
+	// provider each model got and why.
+	Provider string `yaml:"provider"`
+	// Device is the CUDA device ordinal of the GPU engine (default 0).
+	Device int `yaml:"device"`
+	// CUDAGraph replays each GPU run as a CUDA graph (default true).
+	CUDAGraph *bool `yaml:"cuda_graph"`
+	// Slots is the GPU engine's pinned staging slots, i.e. batches in
+	// flight per engine (default 2: double buffering).
+	Slots int `yaml:"slots"`
+	// TensorRT settings for the tensorrt provider.
+	TensorRT TensorRT `yaml:"tensorrt"`
+}
+
+// TensorRT configures ONNX Runtime's TensorRT execution provider (see
+// docs/gpu.md). Profiles are fixed to each engine's batch and input size.
+type TensorRT struct {
+	FP16 bool `yaml:"fp16"`
+	INT8 bool `yaml:"int8"`
+	// INT8CalibrationTable is the calibration table file (needed by int8).
+	INT8CalibrationTable string `yaml:"int8_calibration_table"`
+	// EngineCacheDir keeps built engines (default <data_dir>/trt-cache
+	// when data_dir is set; empty: no cache).
+	EngineCacheDir string `yaml:"engine_cache_dir"`
+	// TimingCacheDir keeps TensorRT's layer timings (default: EngineCacheDir).
+	TimingCacheDir string `yaml:"timing_cache_dir"`
 }
 
 // Pipeline holds defaults for every stream.
@@ -219,7 +247,8 @@ func Default() Config {
 		Log:     Log{Level: "info", Format: "console"},
 		Metrics: Metrics{Listen: "127.0.0.1:9090"},
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
-		Infer:   Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1}},
+		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
+			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
@@ -404,6 +433,18 @@ func (c *Config) Validate() error {
 		if b < 1 || b > 64 {
 			p.add("infer.batch_sizes", "%d: want 1 to 64", b)
 		}
+	}
+	if !slices.Contains([]string{"auto", "tensorrt", "cuda", "cpu"}, c.Infer.Provider) {
+		p.add("infer.provider", "%q: want auto, tensorrt, cuda or cpu", c.Infer.Provider)
+	}
+	if c.Infer.Device < 0 {
+		p.add("infer.device", "%d: want a CUDA device ordinal, 0 or more", c.Infer.Device)
+	}
+	if c.Infer.Slots < 1 || c.Infer.Slots > 16 {
+		p.add("infer.slots", "%d: want 1 to 16", c.Infer.Slots)
+	}
+	if t := c.Infer.TensorRT; t.INT8 && t.INT8CalibrationTable == "" {
+		p.add("infer.tensorrt.int8_calibration_table", "int8 needs a calibration table file")
 	}
 	for _, b := range c.Pipeline.PreferredBatchSizes {
 		if !slices.Contains(c.Infer.BatchSizes, b) {

@@ -1,0 +1,368 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/infer/gpu"
+	"github.com/vigil-video/vigil/infer/ortdev"
+	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// GPUBenchOptions are `vigil bench --gpu`'s flags.
+type GPUBenchOptions struct {
+	// Source gives the real frames (default: the cached Megamind.avi).
+	Source string
+	// Models are model names or .onnx paths (default blazeface). Batch N
+	// uses the fixed-batch copy <model>.b<N>.onnx beside the file.
+	Models []string
+	// Batches are the batch sizes to measure (default 1, 8, 32).
+	Batches []int
+	// Duration of each timed phase (default 2 s).
+	Duration time.Duration
+}
+
+// GPURow is one model, batch size and mode (eager or CUDA graph).
+type GPURow struct {
+	Model string
+	Batch int
+	Graph bool
+	// Model only (input already on the GPU): images per second, and per
+	// execution its P50/P99 time and the host time to launch it.
+	ModelFPS             float64
+	ModelP50, ModelP99   time.Duration
+	LaunchP50, LaunchP99 time.Duration
+	// Full engine path (pinned staging, H2D, kernels, run, D2H, decode):
+	// images per second, P50/P99 per batch, and the copies' share of the
+	// batch's GPU time, (H2D+D2H)/(H2D+compute+D2H), from CUDA events.
+	FullFPS          float64
+	FullP50, FullP99 time.Duration
+	CopyShare        float64
+	// PreprocessGPU is the kernels' time per frame (CUDA events).
+	PreprocessGPU time.Duration
+}
+
+// BenchGPU is `vigil bench --gpu`: for each model and batch size it
+// measures, in one run, eager against CUDA-graph execution through ONNX
+// Runtime's CUDA provider (throughput, P50/P99, host launch time), the full
+// GPU engine path with its copy share, GPU preprocessing against swscale on
+// the CPU, pinned against pageable H2D bandwidth, and whether the GPU's
+// detections match the CPU engine's on the same frames (same count, IoU ≥
+// 0.9, score within 0.02). It needs an NVIDIA GPU; elsewhere it fails with
+// the reason (no driver, no CUDA provider).
+func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Writer) ([]GPURow, error) {
+	if o.Source == "" {
+		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
+	}
+	if len(o.Models) == 0 {
+		o.Models = []string{"blazeface"}
+	}
+	if len(o.Batches) == 0 {
+		o.Batches = []int{1, 8, 32}
+	}
+	if o.Duration <= 0 {
+		o.Duration = 2 * time.Second
+	}
+	decode.SetLogger(nil)
+	if err := openRuntime(&c); err != nil {
+		return nil, err
+	}
+	chain := gpuChain(c.Infer.Provider)
+	if chain == nil {
+		return nil, badInput(errors.New("bench --gpu: infer.provider is cpu"))
+	}
+	maxB := slices.Max(o.Batches)
+	frames, err := grabFrames(ctx, o.Source, maxB)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, f := range frames {
+			f.Release()
+		}
+	}()
+	fmt.Fprintf(out, "vigil bench --gpu: %s (%dx%d), ONNX Runtime %s, %s per phase\n", filepath.Base(o.Source),
+		frames[0].Width(), frames[0].Height(), infer.RuntimeVersion(), o.Duration)
+	pinned, pageable, err := gpu.MeasureH2D(c.Infer.Device, 64<<20, 20)
+	if err != nil {
+		return nil, fmt.Errorf("H2D bandwidth: %w", err)
+	}
+	fmt.Fprintf(out, "H2D bandwidth, 64 MiB copies: pinned %.1f GB/s, pageable %.1f GB/s (pinned = %.2f × pageable)\n",
+		pinned, pageable, pinned/pageable)
+	var rows []GPURow
+	for _, name := range o.Models {
+		m, err := c.ResolveModel(name)
+		if err != nil {
+			return rows, badInput(err)
+		}
+		cpuPre, cpuDets, err := cpuReference(m, frames)
+		if err != nil {
+			return rows, err
+		}
+		fmt.Fprintf(out, "\nmodel %s (%s)\n", m.Name, m.File)
+		fmt.Fprintf(out, "%5s %5s | %9s %8s %8s %9s %9s | %9s %8s %8s %6s %9s\n", "batch", "mode",
+			"model fps", "P50 ms", "P99 ms", "launch µs", "P99 µs", "full fps", "P50 ms", "P99 ms", "copy", "pre µs/f")
+		for _, b := range o.Batches {
+			file := m.File
+			if b != 1 {
+				file = strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(b) + ".onnx"
+			}
+			if _, err := os.Stat(file); err != nil {
+				fmt.Fprintf(out, "%5d  skipped: %s is missing (scripts/batch_models.py makes it)\n", b, file)
+				continue
+			}
+			var eager GPURow
+			for _, graph := range []bool{false, true} {
+				row, dets, choice, err := benchGPUOne(ctx, c, m, file, chain, graph, frames[:b], o.Duration)
+				if err != nil {
+					return rows, fmt.Errorf("%s batch %d: %w", m.Name, b, err)
+				}
+				mode := "eager"
+				if graph {
+					mode = "graph"
+				}
+				fmt.Fprintf(out, "%5d %5s | %9.1f %8.2f %8.2f %9.1f %9.1f | %9.1f %8.2f %8.2f %5.1f%% %9.1f\n", b, mode,
+					row.ModelFPS, ms(row.ModelP50), ms(row.ModelP99), us(row.LaunchP50), us(row.LaunchP99),
+					row.FullFPS, ms(row.FullP50), ms(row.FullP99), 100*row.CopyShare, us(row.PreprocessGPU))
+				if graph {
+					fmt.Fprintf(out, "      graph / eager: model fps %.2f×, launch %.2f×, P99 %.2f×   (%s)\n",
+						row.ModelFPS/eager.ModelFPS, float64(row.LaunchP50)/float64(eager.LaunchP50),
+						float64(row.ModelP99)/float64(eager.ModelP99), choice)
+					fmt.Fprintf(out, "      %s\n", compareDetections(cpuDets[:b], dets))
+				} else {
+					eager = row
+				}
+				rows = append(rows, row)
+			}
+		}
+		if len(rows) > 0 {
+			last := rows[len(rows)-1]
+			fmt.Fprintf(out, "preprocessing per frame: GPU kernel %.1f µs (batch %d) vs swscale+normalise on the CPU %.1f µs = %.1f× faster\n",
+				us(last.PreprocessGPU), last.Batch, us(cpuPre), float64(cpuPre)/float64(last.PreprocessGPU))
+		}
+	}
+	return rows, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// grabFrames decodes the first n frames of a file, looping if it is short.
+func grabFrames(ctx context.Context, src string, n int) ([]pipeline.Image, error) {
+	s, err := decode.New(decode.Options{URL: src, Loop: true})
+	if err != nil {
+		return nil, badInput(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var imgs []pipeline.Image
+	err = s.Run(ctx, func(f *pipeline.Frame) {
+		if len(imgs) < n && f.Seq%3 == 0 { // spread over the clip
+			imgs = append(imgs, f.Image)
+			if len(imgs) == n {
+				cancel()
+			}
+			return
+		}
+		f.Image.Release()
+	})
+	if len(imgs) < n {
+		for _, im := range imgs {
+			im.Release()
+		}
+		return nil, fmt.Errorf("decoding %s: got %d of %d frames: %v", src, len(imgs), n, err)
+	}
+	return imgs, nil
+}
+
+// cpuReference runs the CPU engine on every frame: its detections, and the
+// mean time per frame of swscale resize plus normalisation (the CPU
+// preprocessing the GPU kernel replaces).
+func cpuReference(m infer.Model, frames []pipeline.Image) (time.Duration, [][]pipeline.Detection, error) {
+	sc := decode.NewScaler()
+	defer sc.Close()
+	eng, err := infer.Open(infer.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
+		IoUThreshold: m.IoUThreshold, Resizer: sc})
+	if err != nil {
+		return 0, nil, badInput(err)
+	}
+	defer eng.Close()
+	var pre time.Duration
+	dets := make([][]pipeline.Detection, len(frames))
+	for i, f := range frames {
+		var st pipeline.StageTimes
+		d, err := eng.Detect(f, &st, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		dets[i] = d
+		pre += st.Preprocess
+	}
+	return pre / time.Duration(len(frames)), dets, nil
+}
+
+func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file string, chain []ortdev.Provider, graph bool,
+	frames []pipeline.Image, d time.Duration) (GPURow, [][]pipeline.Detection, string, error) {
+	row := GPURow{Model: m.Name, Batch: len(frames), Graph: graph}
+	var mu sync.Mutex
+	var bts []gpu.BatchTimes
+	sc := decode.NewScaler()
+	defer sc.Close()
+	eng, err := gpu.Open(gpu.Options{Name: m.Name, Path: file, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
+		IoUThreshold: m.IoUThreshold, Device: c.Infer.Device, Providers: chain, CUDAGraph: graph, Slots: c.Infer.Slots, Resizer: sc,
+		OnBatch: func(bt gpu.BatchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }})
+	if err != nil {
+		return row, nil, "", err
+	}
+	defer eng.Close()
+	if eng.Batch() != len(frames) {
+		return row, nil, "", fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), len(frames))
+	}
+	sts := make([]*pipeline.StageTimes, len(frames))
+	for i := range sts {
+		sts[i] = &pipeline.StageTimes{}
+	}
+	dets, err := eng.DetectBatch(frames, sts, make([][]pipeline.Detection, len(frames)))
+	if err != nil {
+		return row, nil, "", err
+	}
+	// Model only.
+	var lat, launch []time.Duration
+	el, err := runFor(ctx, d, func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			l, t, err := eng.RunModel()
+			if err != nil {
+				return err
+			}
+			launch, lat = append(launch, l), append(lat, t)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return row, nil, "", err
+	}
+	row.ModelFPS = float64(len(frames)*len(lat)) / el.Seconds()
+	row.ModelP50, row.ModelP99 = pipeline.Percentile(lat, 50), pipeline.Percentile(lat, 99)
+	row.LaunchP50, row.LaunchP99 = pipeline.Percentile(launch, 50), pipeline.Percentile(launch, 99)
+	// Full path, from two goroutines so that one batch's copies overlap
+	// the other's compute, as two streams' batches would.
+	mu.Lock()
+	bts = bts[:0]
+	mu.Unlock()
+	var wall []time.Duration
+	var wmu sync.Mutex
+	el, err = runFor(ctx, d, func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st := make([]*pipeline.StageTimes, len(frames))
+				for i := range st {
+					st[i] = &pipeline.StageTimes{}
+				}
+				out := make([][]pipeline.Detection, len(frames))
+				for ctx.Err() == nil {
+					t0 := time.Now()
+					if _, err := eng.DetectBatch(frames, st, out); err != nil {
+						errs[g] = err
+						return
+					}
+					wmu.Lock()
+					wall = append(wall, time.Since(t0))
+					wmu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return row, nil, "", err
+	}
+	row.FullFPS = float64(len(frames)*len(wall)) / el.Seconds()
+	row.FullP50, row.FullP99 = pipeline.Percentile(wall, 50), pipeline.Percentile(wall, 99)
+	var copies, total, pre time.Duration
+	mu.Lock()
+	for _, bt := range bts {
+		copies += bt.H2D + bt.D2H
+		total += bt.H2D + bt.Compute + bt.D2H
+		pre += bt.Preprocess
+	}
+	n := len(bts)
+	mu.Unlock()
+	if total > 0 && n > 0 {
+		row.CopyShare = float64(copies) / float64(total)
+		row.PreprocessGPU = pre / time.Duration(n*len(frames))
+	}
+	return row, dets, eng.Choice(), nil
+}
+
+// compareDetections checks GPU detections against the CPU engine's on the
+// same frames: the same count per frame, and each CPU detection matched by
+// a GPU one of the same class with IoU ≥ 0.9 and a score within 0.02.
+func compareDetections(cpu, gpuDets [][]pipeline.Detection) string {
+	frames, dets, bad := len(cpu), 0, 0
+	worstIoU, worstScore := 1.0, 0.0
+	for i := range cpu {
+		if len(cpu[i]) != len(gpuDets[i]) {
+			bad++
+			continue
+		}
+		for _, a := range cpu[i] {
+			dets++
+			best, bi := -1.0, -1
+			for j, b := range gpuDets[i] {
+				if b.ClassID != a.ClassID {
+					continue
+				}
+				if v := iou(a.Box, b.Box); v > best {
+					best, bi = v, j
+				}
+			}
+			ds := 1.0
+			if bi >= 0 {
+				ds = math.Abs(float64(a.Score - gpuDets[i][bi].Score))
+			}
+			worstIoU, worstScore = math.Min(worstIoU, best), math.Max(worstScore, ds)
+			if best < 0.9 || ds > 0.02 {
+				bad++
+			}
+		}
+	}
+	verdict := "all match"
+	if bad > 0 {
+		verdict = fmt.Sprintf("%d MISMATCHES", bad)
+	}
+	return fmt.Sprintf("GPU vs CPU detections on %d frames, %d detections: %s (worst IoU %.3f, worst score difference %.4f)",
+		frames, dets, verdict, worstIoU, worstScore)
+}
+
+// iou is the intersection over union of two boxes (source pixels).
+func iou(a, b pipeline.Box) float64 {
+	ix := math.Max(0, math.Min(float64(a.X2), float64(b.X2))-math.Max(float64(a.X1), float64(b.X1)))
+	iy := math.Max(0, math.Min(float64(a.Y2), float64(b.Y2))-math.Max(float64(a.Y1), float64(b.Y1)))
+	in := ix * iy
+	ua := float64((a.X2-a.X1)*(a.Y2-a.Y1)) + float64((b.X2-b.X1)*(b.Y2-b.Y1)) - in
+	if ua <= 0 {
+		return 0
+	}
+	return in / ua
+}
