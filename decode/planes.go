@@ -1,10 +1,23 @@
 package decode
 
+/*
+#cgo pkg-config: libavutil
+#include <libavutil/frame.h>
+*/
+import "C"
+
 import (
-	"image"
+	"unsafe"
 
 	"github.com/asticode/go-astiav"
 )
+
+// planeView is plane i of f as a slice of n bytes over FFmpeg's buffer,
+// without copying; valid while f holds its reference.
+func planeView(f *astiav.Frame, i, n int) []byte {
+	c := (*C.AVFrame)(f.UnsafePointer())
+	return unsafe.Slice((*byte)(unsafe.Pointer(c.data[i])), n)
+}
 
 // Matrix is a YCbCr→RGB conversion matrix.
 type Matrix int
@@ -47,11 +60,18 @@ func (p *Picture) YUV420() (YUV420, bool) {
 	out := YUV420{Width: p.f.Width(), Height: p.f.Height()}
 	switch pf {
 	case astiav.PixelFormatYuv420P, astiav.PixelFormatYuvj420P:
-		var img image.YCbCr
-		if err := p.f.Data().ToImage(&img); err != nil {
+		// Not FrameData.ToImage: in go-astiav v0.16.0 it copies each plane
+		// as linesize × full height, reading past the end of the half-height
+		// chroma planes.
+		ls := p.f.Linesize()
+		if ls[0] <= 0 || ls[1] <= 0 || ls[2] <= 0 || ls[1] != ls[2] {
 			return YUV420{}, false
 		}
-		out.Y, out.U, out.V, out.YStride, out.UVStride = img.Y, img.Cb, img.Cr, img.YStride, img.CStride
+		ch := (out.Height + 1) / 2
+		out.Y = planeView(p.f, 0, ls[0]*out.Height)
+		out.U = planeView(p.f, 1, ls[1]*ch)
+		out.V = planeView(p.f, 2, ls[2]*ch)
+		out.YStride, out.UVStride = ls[0], ls[1]
 	default:
 		return YUV420{}, false
 	}

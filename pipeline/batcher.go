@@ -30,6 +30,12 @@ type BatcherConfig struct {
 	// Metrics, when set, receives batch sizes, queue waits and engine
 	// times (vigil_batch_*).
 	Metrics *Metrics
+	// Concurrency is how many batches may run at once (default 1: one
+	// after the other, on the dispatcher's goroutine). Engines that keep
+	// several batches in flight, such as the GPU engine with its pinned
+	// slots (one batch uploads while another computes), set it to their
+	// slot count; the engines must then accept concurrent DetectBatch calls.
+	Concurrency int
 }
 
 // Batcher forms batches across streams, like Triton's dynamic batcher, for
@@ -48,6 +54,9 @@ type Batcher struct {
 	wake    chan struct{}
 	per     map[int]*EWMA // batch time per engine size
 	lastRun atomic.Int64  // unix ns of the last execution's end (see StaleEstimate)
+	// With Concurrency > 1: a slot per running batch, and the running ones.
+	slots    chan struct{}
+	inflight sync.WaitGroup
 }
 
 type batchReq struct {
@@ -77,6 +86,9 @@ func NewBatcher(cfg BatcherConfig) *Batcher {
 	}
 	for _, e := range cfg.Engines {
 		b.per[e.Batch()] = &EWMA{}
+	}
+	if cfg.Concurrency > 1 {
+		b.slots = make(chan struct{}, cfg.Concurrency)
 	}
 	return b
 }
@@ -171,7 +183,18 @@ func byDeadline(a, c *batchReq) int { return compareDeadlines(a.deadline, c.dead
 func (b *Batcher) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer b.inflight.Wait()
 	for {
+		// With concurrent batches, hold a slot before planning: while all
+		// are busy, requests keep arriving and the next batch grows.
+		if b.slots != nil {
+			select {
+			case b.slots <- struct{}{}:
+			case <-ctx.Done():
+				b.refuseAll(ctx.Err())
+				return
+			}
+		}
 		b.mu.Lock()
 		slices.SortFunc(b.pending, byDeadline)
 		now := time.Now()
@@ -203,8 +226,20 @@ func (b *Batcher) Run(ctx context.Context) {
 			close(r.done)
 		}
 		if len(batch) > 0 {
-			b.dispatch(batch)
+			if b.slots == nil {
+				b.dispatch(batch)
+				continue
+			}
+			b.inflight.Add(1)
+			go func() {
+				defer b.inflight.Done()
+				b.dispatch(batch)
+				<-b.slots
+			}()
 			continue
+		}
+		if b.slots != nil {
+			<-b.slots // nothing to run: give the slot back while waiting
 		}
 		if len(late) > 0 {
 			continue
@@ -216,14 +251,7 @@ func (b *Batcher) Run(ctx context.Context) {
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-			b.mu.Lock()
-			rest := b.pending
-			b.pending = nil
-			b.mu.Unlock()
-			for _, r := range rest {
-				r.err = ctx.Err()
-				close(r.done)
-			}
+			b.refuseAll(ctx.Err())
 			return
 		case <-b.wake:
 		case <-timer.C:
@@ -234,6 +262,19 @@ func (b *Batcher) Run(ctx context.Context) {
 			default:
 			}
 		}
+	}
+}
+
+// refuseAll fails every pending request with err (the dispatcher is
+// stopping).
+func (b *Batcher) refuseAll(err error) {
+	b.mu.Lock()
+	rest := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, r := range rest {
+		r.err = err
+		close(r.done)
 	}
 }
 

@@ -110,7 +110,14 @@ func TestSupervisorBuildError(t *testing.T) {
 // Cross-stream batching with real engines of batch 1, 4 and 8: four
 // streams share one batcher; every frame is processed, with the right
 // detections, and executions carry more than one frame.
-func TestBatcherAcrossStreams(t *testing.T) {
+func TestBatcherAcrossStreams(t *testing.T) { batcherAcrossStreams(t, 1) }
+
+// Two batches in flight at once (as with the GPU engine's pinned slots):
+// every frame still comes back exactly once, and Run waits for the running
+// batches before it returns (goleak checks the package).
+func TestBatcherConcurrentBatches(t *testing.T) { batcherAcrossStreams(t, 2) }
+
+func batcherAcrossStreams(t *testing.T, concurrency int) {
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
 	var engines []pipeline.BatchEngine
 	var first *infer.Engine
@@ -125,7 +132,7 @@ func TestBatcherAcrossStreams(t *testing.T) {
 		}
 	}
 	m := pipeline.NewMetrics(prometheus.NewRegistry())
-	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: engines, Preferred: []int{4, 8}, MaxQueueDelay: 3 * time.Millisecond, Metrics: m})
+	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: engines, Preferred: []int{4, 8}, MaxQueueDelay: 3 * time.Millisecond, Metrics: m, Concurrency: concurrency})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); b.Run(ctx) }()

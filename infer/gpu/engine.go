@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -51,6 +53,11 @@ type Options struct {
 	// Resizer resizes frames that are not 8-bit 4:2:0 on the CPU
 	// (decode.Scaler); nil refuses such frames.
 	Resizer infer.Resizer
+	// CPUPreprocess resizes every frame with Resizer on the CPU (swscale)
+	// and leaves only normalisation to the GPU: bit-for-bit the CPU
+	// engine's input, at the CPU's cost. For checking the GPU against the
+	// CPU engine, or models that are sensitive to the last 8-bit level.
+	CPUPreprocess bool
 	// OnBatch, when set, receives every batch's timings (from the calling
 	// goroutine, after the batch).
 	OnBatch func(BatchTimes)
@@ -71,8 +78,11 @@ type BatchTimes struct {
 	Preprocess time.Duration
 	// D2H: the download of the outputs into pinned memory.
 	D2H time.Duration
-	// Launch: host time spent in ONNX Runtime's Run, which only enqueues
-	// (run option disable_synchronize_execution_providers).
+	// Launch: host time spent in ONNX Runtime's Run. ORT waits for its
+	// stream at the end of Run, so this includes the GPU time of the run.
+	// (disable_synchronize_execution_providers would return at once, but
+	// ORT 1.29's CUDA provider then frees pinned staging buffers inside a
+	// CUDA host callback, which CUDA refuses: error 800, abort.)
 	Launch time.Duration
 	// Wall: host time from the start of DetectBatch to the outputs being
 	// in host memory.
@@ -110,6 +120,16 @@ type Engine struct {
 }
 
 var _ pipeline.Engine = (*Engine)(nil)
+
+// gpuMu serialises, across every engine of the process, the calls that a
+// CUDA stream capture in progress forbids on other threads: ONNX Runtime's
+// Run (which captures its CUDA graph in global capture mode, at a run of
+// its choosing) and device or pinned allocations and frees. Seen on the
+// H200 without it: one session's capture invalidated by another's run
+// (cudaErrorStreamCaptureInvalidated, then "misaligned address"). Runs on
+// one GPU execute one after the other anyway; copies and preprocessing of
+// other batches, on other streams, still overlap them.
+var gpuMu sync.Mutex
 
 // slot is one batch's staging: pinned host memory and device memory for
 // the frames, device and pinned memory for the outputs, and its events.
@@ -157,7 +177,10 @@ func Open(o Options) (*Engine, error) {
 	if e.name == "" {
 		e.name = ad.Name()
 	}
-	if err := e.open(); err != nil {
+	gpuMu.Lock() // allocations, session creation and the capture in warm-up
+	err = e.open()
+	gpuMu.Unlock()
+	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("model %s on GPU %d: %w", o.Path, o.Device, err)
 	}
@@ -199,7 +222,7 @@ func (e *Engine) open() error {
 	}
 	trt.CUDAGraph = trt.CUDAGraph || e.o.CUDAGraph
 	e.sess, err = ortdev.Open(ortdev.Options{Model: e.o.Path, Providers: e.o.Providers, DeviceID: e.o.Device,
-		ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TensorRT: trt, NoSync: true})
+		ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TensorRT: trt})
 	if err != nil {
 		return err
 	}
@@ -226,7 +249,7 @@ func (e *Engine) open() error {
 	if err := e.ctx.MemsetD8Async(e.input.Ptr(), 0, e.input.Len(), e.compute); err != nil {
 		return err
 	}
-	for range 3 {
+	for range 5 {
 		if err := e.sess.Run(); err != nil {
 			return fmt.Errorf("warm-up run: %w", err)
 		}
@@ -277,6 +300,8 @@ func (e *Engine) ensure(s *slot, n int) error {
 	if s.host != nil && len(s.host.Bytes()) >= n {
 		return nil
 	}
+	gpuMu.Lock()
+	defer gpuMu.Unlock()
 	n = max(n, 1<<20)
 	n += n / 4
 	if s.host != nil {
@@ -376,7 +401,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	need := 0
 	views := make([]decode.YUV420, len(imgs))
 	for i, img := range imgs {
-		if p, ok := img.(*decode.Picture); ok {
+		if p, ok := img.(*decode.Picture); ok && !e.o.CPUPreprocess {
 			if v, ok := p.YUV420(); ok {
 				views[i] = v
 				st[i].yuv = true
@@ -396,6 +421,11 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	buf := s.host.Bytes()
 	base := s.dev.Ptr()
 	off := 0
+	type job struct {
+		dst, src     []byte
+		stride, w, h int
+	}
+	var jobs []job
 	for i, img := range imgs {
 		lb := infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
 		s.lbs[i] = lb
@@ -411,14 +441,21 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 		v := views[i]
 		cw, ch := (v.Width+1)/2, (v.Height+1)/2
 		p := Planes{Width: v.Width, Height: v.Height, YStride: v.Width, UVStride: cw, FullRange: v.FullRange, Matrix: v.Matrix}
-		p.Y = base + cuda.DevicePtr(off)
-		off += copyPlane(buf[off:], v.Y, v.YStride, v.Width, v.Height)
-		p.U = base + cuda.DevicePtr(off)
-		off += copyPlane(buf[off:], v.U, v.UVStride, cw, ch)
-		p.V = base + cuda.DevicePtr(off)
-		off += copyPlane(buf[off:], v.V, v.UVStride, cw, ch)
+		for _, pl := range []struct {
+			dst    *cuda.DevicePtr
+			src    []byte
+			stride int
+			w, h   int
+		}{{&p.Y, v.Y, v.YStride, v.Width, v.Height}, {&p.U, v.U, v.UVStride, cw, ch}, {&p.V, v.V, v.UVStride, cw, ch}} {
+			*pl.dst = base + cuda.DevicePtr(off)
+			jobs = append(jobs, job{buf[off : off+pl.w*pl.h], pl.src, pl.stride, pl.w, pl.h})
+			off += pl.w * pl.h
+		}
 		st[i].planes = p
 	}
+	// The copies into pinned memory are the host's share of a batch (21 MB
+	// for 32 SD frames); spread them over the cores.
+	parallel(len(jobs), func(j int) { copyPlane(jobs[j].dst, jobs[j].src, jobs[j].stride, jobs[j].w, jobs[j].h) })
 	// Stage 2 (copy stream): upload.
 	if err := e.up0rec(s, off); err != nil {
 		return bt, err
@@ -496,11 +533,14 @@ func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
 	if err := s.p1.Record(e.compute); err != nil {
 		return err
 	}
+	gpuMu.Lock()
 	tl := time.Now()
-	if err := e.sess.Run(); err != nil {
+	err := e.sess.Run()
+	bt.Launch = time.Since(tl)
+	gpuMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
-	bt.Launch = time.Since(tl)
 	off := 0
 	for i, b := range e.outputs {
 		if err := e.ctx.CopyDtoDAsync(s.outDev.Ptr()+cuda.DevicePtr(off), b.Ptr(), e.outBytes[i], e.compute); err != nil {
@@ -519,6 +559,33 @@ func bytesAsFloat32(b []byte) []float32 {
 		return nil
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+// parallel runs fn(0..n-1) on up to GOMAXPROCS goroutines and waits.
+func parallel(n int, fn func(int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // copyPlane copies h rows of w bytes from src (row stride stride) to dst
@@ -545,6 +612,8 @@ func (e *Engine) Close() error {
 	if e.slots != nil {
 		close(e.slots) // later calls fail with "engine closed"
 	}
+	gpuMu.Lock()
+	defer gpuMu.Unlock()
 	if e.sess != nil {
 		e.sess.Close()
 	}
@@ -586,21 +655,36 @@ func (e *Engine) Close() error {
 }
 
 // RunModel runs the model once on the input as it stands (no frames, no
-// copies) and waits for it: the engine-only benchmark. launch is the host
-// time spent in ONNX Runtime's Run (it only enqueues), total the time to
-// completion.
-func (e *Engine) RunModel() (launch, total time.Duration, err error) {
+// copies) and waits for it: the engine-only benchmark. total is the host
+// time of the call; gpu the run's span on the GPU between CUDA events
+// recorded just before and after it; overhead = total − gpu is the host
+// time not covered by GPU work (ORT's per-run bookkeeping, kernel or graph
+// launches, the final synchronisation).
+func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
 	e.compMu.Lock()
 	defer e.compMu.Unlock()
+	s := e.all[0]
 	t0 := time.Now()
-	if err := e.sess.Run(); err != nil {
-		return 0, 0, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
+	if err := s.c0.Record(e.compute); err != nil {
+		return 0, 0, 0, err
 	}
-	launch = time.Since(t0)
-	if err := e.compute.Synchronize(); err != nil {
-		return launch, 0, err
+	gpuMu.Lock()
+	err = e.sess.Run()
+	gpuMu.Unlock()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
-	return launch, time.Since(t0), nil
+	if err := s.c1.Record(e.compute); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := s.c1.Synchronize(); err != nil {
+		return 0, 0, 0, err
+	}
+	total = time.Since(t0)
+	if gpu, err = cuda.Elapsed(s.c0, s.c1); err != nil {
+		return 0, 0, 0, err
+	}
+	return max(total-gpu, 0), gpu, total, nil
 }
 
 // InputTensor downloads the model input as it stands (after DetectBatch:

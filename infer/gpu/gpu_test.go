@@ -8,9 +8,11 @@ package gpu_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -103,10 +105,12 @@ func TestTensorRTMissingFallsBackToCUDA(t *testing.T) {
 
 // The kernel's letterboxed tensor against swscale's (bilinear, BT.601
 // limited range, then the adapter's Fill), in 8-bit units: the stated
-// tolerance is a mean absolute difference ≤ 1.5 and a 99th percentile ≤ 8
-// over the content, padding identical. swscale keeps chroma at half
-// horizontal resolution and rounds to 8 bits before normalising; the
-// kernel interpolates chroma and does not round.
+// tolerance is a mean absolute difference ≤ 0.75 and a 99th percentile ≤ 3
+// levels over the whole input (padding included), with no value more than
+// 8 levels off. Seen on the H200: mean 0.37, P99 2, max 6. swscale keeps chroma at half
+// horizontal resolution and rounds to 8 bits before normalising; so does
+// the kernel, which leaves the filters' fixed-point rounding (swscale
+// computes in 14- and 15-bit integers) as the difference.
 func TestKernelMatchesSwscale(t *testing.T) {
 	initORT(t)
 	imgs := frames(t, testenv.Media(t, "Megamind.avi"), 4, 50)
@@ -136,60 +140,69 @@ func TestKernelMatchesSwscale(t *testing.T) {
 			slices.Sort(diffs)
 			p99, maxd := diffs[len(diffs)*99/100], diffs[len(diffs)-1]
 			t.Logf("%s frame %d (%dx%d): |GPU-swscale| in 8-bit levels: mean %.3f, P99 %.2f, max %.2f", model, i, img.Width(), img.Height(), mean, p99, maxd)
-			require.LessOrEqual(t, mean, 1.5)
-			require.LessOrEqual(t, p99, 8.0)
+			require.LessOrEqual(t, mean, 0.75)
+			require.LessOrEqual(t, p99, 3.0)
+			require.LessOrEqual(t, maxd, 8.0)
 		}
 	}
 }
 
-func iou(a, b pipeline.Box) float64 {
-	ix := math.Max(0, math.Min(float64(a.X2), float64(b.X2))-math.Max(float64(a.X1), float64(b.X1)))
-	iy := math.Max(0, math.Min(float64(a.Y2), float64(b.Y2))-math.Max(float64(a.Y1), float64(b.Y1)))
-	in := ix * iy
-	return in / (float64((a.X2-a.X1)*(a.Y2-a.Y1)) + float64((b.X2-b.X1)*(b.Y2-b.Y1)) - in)
-}
-
-// matchDetections: the same count, and every CPU detection has a GPU one
-// with IoU ≥ 0.9 and a score within 0.02.
-func matchDetections(t *testing.T, what string, cpu, gpuDets []pipeline.Detection) {
-	t.Helper()
-	require.Len(t, gpuDets, len(cpu), "%s: detection count", what)
-	for _, a := range cpu {
-		best, score := 0.0, float32(0)
-		for _, b := range gpuDets {
-			if b.ClassID == a.ClassID && iou(a.Box, b.Box) > best {
-				best, score = iou(a.Box, b.Box), b.Score
-			}
-		}
-		require.GreaterOrEqual(t, best, 0.9, "%s: %+v", what, a)
-		require.InDelta(t, a.Score, score, 0.02, "%s: %+v", what, a)
-	}
-}
-
-func detectionsMatch(t *testing.T, model, video string, n int, step uint64) int {
+// detectionsMatch runs the CPU engine and the GPU engine (eager and CUDA
+// graph) on the same frames. With CPU preprocessing on the GPU engine the
+// inputs are identical, and every detection must match (same count, IoU ≥
+// 0.9, score within 0.02). With the GPU kernel, inputs differ from
+// swscale's by 0.4 levels on average (TestKernelMatchesSwscale); a
+// detection whose score sits at the threshold, or a small object, can
+// then flip. The test logs each such case and requires that at least
+// minShare of all detections match.
+func detectionsMatch(t *testing.T, model, video string, n int, step uint64, minShare float64) {
 	imgs := frames(t, video, n, step)
 	c := openCPU(t, model)
-	total := 0
-	for _, graph := range []bool{false, true} {
-		g := openGPU(t, model, graph)
+	want := make([][]pipeline.Detection, len(imgs))
+	for i, img := range imgs {
+		var st pipeline.StageTimes
+		d, err := c.Detect(img, &st, nil)
+		require.NoError(t, err)
+		want[i] = d
+	}
+	for _, mode := range []struct {
+		name          string
+		graph, cpuPre bool
+	}{{"eager, CPU preprocessing", false, true}, {"graph, CPU preprocessing", true, true}, {"eager, GPU kernel", false, false}, {"graph, GPU kernel", true, false}} {
+		sc := decode.NewScaler()
+		g, err := gpu.Open(gpu.Options{Path: model, CUDAGraph: mode.graph, CPUPreprocess: mode.cpuPre, Resizer: sc})
+		require.NoError(t, err)
+		var bad []string
+		total := 0
 		for i, img := range imgs {
 			var st pipeline.StageTimes
-			want, err := c.Detect(img, &st, nil)
-			require.NoError(t, err)
 			got, err := g.Detect(img, &st, nil)
 			require.NoError(t, err)
-			matchDetections(t, model, want, got)
-			total += len(want)
-			_ = i
+			c := infer.Compare(want[i], got)
+			for _, s := range c.Bad {
+				bad = append(bad, fmt.Sprintf("frame %d: %s", i, s))
+			}
+			total += c.Total
+		}
+		require.NoError(t, g.Close())
+		sc.Close()
+		require.Positive(t, total)
+		share := 1 - float64(len(bad))/float64(total)
+		t.Logf("%s, %s: %d of %d detections match (%.1f%%)", filepath.Base(model), mode.name, total-len(bad), total, 100*share)
+		for _, s := range bad {
+			t.Logf("  %s", s)
+		}
+		if mode.cpuPre {
+			require.Empty(t, bad, "identical inputs must give matching detections")
+		} else {
+			require.GreaterOrEqual(t, share, minShare)
 		}
 	}
-	return total
 }
 
 func TestBlazeFaceGPUMatchesCPU(t *testing.T) {
 	initORT(t)
-	n := detectionsMatch(t, testenv.Model(t, "face_detection_back_256x256_barracuda.onnx"), testenv.Media(t, "Megamind.avi"), 20, 13)
-	require.Positive(t, n)
+	detectionsMatch(t, testenv.Model(t, "face_detection_back_256x256_barracuda.onnx"), testenv.Media(t, "Megamind.avi"), 20, 13, 0.95)
 }
 
 func TestYOLOXGPUMatchesCPU(t *testing.T) {
@@ -202,8 +215,7 @@ func TestYOLOXGPUMatchesCPU(t *testing.T) {
 	if video == "" {
 		video = testenv.Shared(t, "video/vtest.avi")
 	}
-	n := detectionsMatch(t, model, video, 10, 37)
-	require.Positive(t, n)
+	detectionsMatch(t, model, video, 10, 37, 0.95)
 }
 
 // A batch of 8 on the GPU gives each frame what batch 1 gives it.
@@ -223,7 +235,7 @@ func TestBatchMatchesBatch1OnGPU(t *testing.T) {
 		var st pipeline.StageTimes
 		want, err := one.Detect(img, &st, nil)
 		require.NoError(t, err)
-		matchDetections(t, "batch 8 vs 1", want, batch[i])
+		require.Empty(t, infer.Compare(want, batch[i]).Bad, "frame %d: batch 8 vs 1", i)
 	}
 }
 

@@ -12,7 +12,10 @@
 // on the destination pixel's centre mapped into the source, (d+0.5)*f-0.5,
 // whose half-width is max(f, 1) source pixels for a scale factor f = src/dst,
 // so downscaling averages the whole footprint instead of aliasing.
-// Chroma is sited at the centre of each 2x2 luma block.
+// Chroma is sited at the centre of each 2x2 luma block and, as in swscale's
+// packed-RGB output, resampled to half the output width; RGB is rounded to
+// 8 bits before normalising. The result matches swscale within the
+// tolerance stated in gpu_test.go.
 //
 // Colour: R = ky*(Y-yoff) + krv*(Cr-128); G = ky*(Y-yoff) - kgu*(Cb-128) -
 // kgv*(Cr-128); B = ky*(Y-yoff) + kbu*(Cb-128), with the host choosing the
@@ -68,7 +71,7 @@ extern "C" __global__ void yuv420_letterbox(
 	const unsigned char *__restrict__ yp, const unsigned char *__restrict__ up, const unsigned char *__restrict__ vp,
 	int ystride, int uvstride, int nv12, int src_w, int src_h,
 	int cw, int ch, int dst_w, int dst_h,
-	float ky, float yoff, float krv, float kgu, float kgv, float kbu,
+	float ky, float yoff, float krv, float kgu, float kgv, float kbu, float br, float bg, float bb,
 	int nchw, int bgr, float scale, float bias, float pad, int half, void *dst) {
 	int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
 	if (x >= dst_w || y >= dst_h) return;
@@ -79,9 +82,13 @@ extern "C" __global__ void yuv420_letterbox(
 	float fx = (float)src_w / cw, fy = (float)src_h / ch;
 	float sx = (x + 0.5f) * fx - 0.5f, sy = (y + 0.5f) * fy - 0.5f;
 	float Y = tent_sample(yp, ystride, 1, src_w, src_h, sx, sy, fmaxf(fx, 1.f), fmaxf(fy, 1.f));
-	int cwid = (src_w + 1) / 2, chei = (src_h + 1) / 2;
-	float cfx = (float)cwid / cw, cfy = (float)chei / ch;
-	float csx = (x + 0.5f) * cfx - 0.5f, csy = (y + 0.5f) * cfy - 0.5f;
+	// Chroma as swscale produces it for packed RGB output (without
+	// SWS_FULL_CHR_H_INT): resampled to half the output width, each value
+	// shared by a pair of output pixels, and to the full output height;
+	// chroma samples are centred (swscale's default siting).
+	int cwid = (src_w + 1) / 2, chei = (src_h + 1) / 2, cdw = (cw + 1) / 2;
+	float cfx = (float)cwid / cdw, cfy = (float)chei / ch;
+	float csx = ((x >> 1) + 0.5f) * cfx - 0.5f, csy = (y + 0.5f) * cfy - 0.5f;
 	float hx = fmaxf(cfx, 1.f), hy = fmaxf(cfy, 1.f);
 	float U, V;
 	if (nv12) {
@@ -92,9 +99,12 @@ extern "C" __global__ void yuv420_letterbox(
 		V = tent_sample(vp, uvstride, 1, cwid, chei, csx, csy, hx, hy);
 	}
 	float yy = ky * (Y - yoff), u = U - 128.f, v = V - 128.f;
-	float r = fminf(fmaxf(yy + krv * v, 0.f), 255.f);
-	float g = fminf(fmaxf(yy - kgu * u - kgv * v, 0.f), 255.f);
-	float b = fminf(fmaxf(yy + kbu * u, 0.f), 255.f);
+	// Rounded to 8 bits, as swscale's RGB24 output is; bias (host) moves
+	// each channel as swscale's fixed-point tables do (see Bias in
+	// preprocess.go).
+	float r = rintf(fminf(fmaxf(yy + krv * v + br, 0.f), 255.f));
+	float g = rintf(fminf(fmaxf(yy - kgu * u - kgv * v + bg, 0.f), 255.f));
+	float b = rintf(fminf(fmaxf(yy + kbu * u + bb, 0.f), 255.f));
 	r = r * scale + bias; g = g * scale + bias; b = b * scale + bias;
 	if (bgr) store3(dst, half, nchw, dst_w, dst_h, x, y, b, g, r);
 	else store3(dst, half, nchw, dst_w, dst_h, x, y, r, g, b);

@@ -91,6 +91,16 @@ func Coefficients(m decode.Matrix, full bool) (ky, yoff, krv, kgu, kgv, kbu floa
 	return float32(cy), float32(off), float32(rv * cc), float32(gu * cc), float32(gv * cc), float32(bu * cc)
 }
 
+// SwscaleBias is added to R, G and B (8-bit levels) for limited-range
+// input so that the kernel agrees with libswscale, whose CPU output vigil's
+// other path uses: swscale's fixed-point YUV→RGB (libswscale/yuv2rgb.c and
+// its SIMD versions) lands below the exact BT.601 conversion. Measured on
+// every pixel of Megamind.avi frame 120 at 1:1 scale against the exact
+// formula: a least-squares fit gives slope 1.000 and offsets −1.10 (R),
+// −1.53 (G), −1.11 (B). With them, GPU-vs-swscale differences are centred
+// on zero instead of sitting about one level high.
+var SwscaleBias = [3]float32{-1.10, -1.53, -1.11}
+
 func grid(w, h int) (g, b [3]uint32) {
 	b = [3]uint32{16, 16, 1}
 	g = [3]uint32{uint32((w + 15) / 16), uint32((h + 15) / 16), 1}
@@ -111,12 +121,16 @@ func (p *Preprocessor) YUV420(s *cuda.Stream, src Planes, lb infer.Letterbox, t 
 		return fmt.Errorf("gpu: letterbox %+v does not fit %dx%d source and %dx%d target", lb, src.Width, src.Height, t.W, t.H)
 	}
 	ky, yoff, krv, kgu, kgv, kbu := Coefficients(src.Matrix, src.FullRange)
+	bias := [3]float32{}
+	if !src.FullRange {
+		bias = SwscaleBias
+	}
 	g, b := grid(t.W, t.H)
 	f := t.Format
 	return p.yuv.Launch(s, g, b, 0,
 		src.Y, src.U, src.V, int32(src.YStride), int32(src.UVStride), b2i(src.NV12), int32(src.Width), int32(src.Height),
 		int32(lb.ContentW), int32(lb.ContentH), int32(t.W), int32(t.H),
-		ky, yoff, krv, kgu, kgv, kbu,
+		ky, yoff, krv, kgu, kgv, kbu, bias[0], bias[1], bias[2],
 		b2i(f.NCHW), b2i(f.Order == pipeline.BGR), f.Scale, f.Bias, f.Pad, b2i(t.Half), t.Dst)
 }
 

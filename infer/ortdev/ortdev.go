@@ -114,6 +114,9 @@ type Options struct {
 	// Run replays one captured CUDA graph. Bound addresses must then stay
 	// fixed for the life of the session.
 	CUDAGraph bool
+	// TF32 lets the CUDA EP use TF32 tensor-core maths (use_tf32): faster
+	// convolutions, less precise results.
+	TF32 bool
 	// TensorRT are the TensorRT EP's settings.
 	TensorRT TensorRTOptions
 	// IntraOpThreads is ORT's CPU thread count (0: ORT's default).
@@ -267,6 +270,10 @@ func ProviderOptions(o Options, p Provider) map[string]string {
 	case CUDA:
 		m["device_id"] = dev
 		m["enable_cuda_graph"] = b(o.CUDAGraph)
+		// TF32 tensor-core maths (the CUDA EP's default on Ampere and
+		// later) rounds inputs to a 10-bit mantissa; detections then drift
+		// from the CPU engine's. fp32 keeps the two engines in agreement.
+		m["use_tf32"] = b(o.TF32)
 		stream()
 	case TensorRT:
 		t := o.TensorRT

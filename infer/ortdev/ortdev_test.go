@@ -138,7 +138,7 @@ func TestProviderOptions(t *testing.T) {
 		TensorRT: ortdev.TensorRTOptions{FP16: true, INT8: true, INT8CalibrationTable: "calib.flatbuffers", EngineCacheDir: "/var/cache/vigil/trt",
 			TimingCacheDir: "/var/cache/vigil/trt", CUDAGraph: true, ProfileShapes: ortdev.FixedProfile("images", []int64{8, 3, 416, 416})}}
 	c := ortdev.ProviderOptions(o, ortdev.CUDA)
-	require.Equal(t, map[string]string{"device_id": "1", "enable_cuda_graph": "1", "has_user_compute_stream": "1", "user_compute_stream": "3735928559"}, c)
+	require.Equal(t, map[string]string{"device_id": "1", "enable_cuda_graph": "1", "use_tf32": "0", "has_user_compute_stream": "1", "user_compute_stream": "3735928559"}, c)
 	trt := ortdev.ProviderOptions(o, ortdev.TensorRT)
 	require.Equal(t, "images:8x3x416x416", trt["trt_profile_min_shapes"])
 	require.Equal(t, trt["trt_profile_min_shapes"], trt["trt_profile_max_shapes"])

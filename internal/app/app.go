@@ -158,8 +158,12 @@ func (e *engines) batcher(ref, pool string, base detector, metrics *pipeline.Met
 	if err != nil {
 		return nil, err
 	}
+	conc := 1
+	if _, ok := base.(*gpu.Engine); ok {
+		conc = e.cfg.Infer.Slots // one batch uploads while another computes
+	}
 	b = pipeline.NewBatcher(pipeline.BatcherConfig{Engines: list, Preferred: e.cfg.Pipeline.PreferredBatchSizes,
-		MaxQueueDelay: time.Duration(e.cfg.Pipeline.MaxQueueDelayUS) * time.Microsecond, Metrics: metrics})
+		MaxQueueDelay: time.Duration(e.cfg.Pipeline.MaxQueueDelayUS) * time.Microsecond, Metrics: metrics, Concurrency: conc})
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if old := e.batchers[base]; old != nil {

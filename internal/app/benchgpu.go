@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,7 +41,8 @@ type GPURow struct {
 	Batch int
 	Graph bool
 	// Model only (input already on the GPU): images per second, and per
-	// execution its P50/P99 time and the host time to launch it.
+	// execution its P50/P99 time and its host overhead: the host time of
+	// ORT's Run not covered by GPU work (gpu.Engine.RunModel).
 	ModelFPS             float64
 	ModelP50, ModelP99   time.Duration
 	LaunchP50, LaunchP99 time.Duration
@@ -116,6 +116,7 @@ func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Wr
 		fmt.Fprintf(out, "\nmodel %s (%s)\n", m.Name, m.File)
 		fmt.Fprintf(out, "%5s %5s | %9s %8s %8s %9s %9s | %9s %8s %8s %6s %9s\n", "batch", "mode",
 			"model fps", "P50 ms", "P99 ms", "launch µs", "P99 µs", "full fps", "P50 ms", "P99 ms", "copy", "pre µs/f")
+		fmt.Fprintf(out, "      (launch µs: host time of a run not covered by GPU work; copy: (H2D+D2H)/(H2D+compute+D2H) by CUDA events)\n")
 		for _, b := range o.Batches {
 			file := m.File
 			if b != 1 {
@@ -243,11 +244,11 @@ func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file strin
 	var lat, launch []time.Duration
 	el, err := runFor(ctx, d, func(ctx context.Context) error {
 		for ctx.Err() == nil {
-			l, t, err := eng.RunModel()
+			o, _, t, err := eng.RunModel()
 			if err != nil {
 				return err
 			}
-			launch, lat = append(launch, l), append(lat, t)
+			launch, lat = append(launch, o), append(lat, t)
 		}
 		return ctx.Err()
 	})
@@ -316,53 +317,17 @@ func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file strin
 }
 
 // compareDetections checks GPU detections against the CPU engine's on the
-// same frames: the same count per frame, and each CPU detection matched by
-// a GPU one of the same class with IoU ≥ 0.9 and a score within 0.02.
+// same frames with infer.Compare (IoU ≥ 0.9, score within 0.02, nothing
+// unpaired).
 func compareDetections(cpu, gpuDets [][]pipeline.Detection) string {
-	frames, dets, bad := len(cpu), 0, 0
-	worstIoU, worstScore := 1.0, 0.0
+	var c infer.Comparison
 	for i := range cpu {
-		if len(cpu[i]) != len(gpuDets[i]) {
-			bad++
-			continue
-		}
-		for _, a := range cpu[i] {
-			dets++
-			best, bi := -1.0, -1
-			for j, b := range gpuDets[i] {
-				if b.ClassID != a.ClassID {
-					continue
-				}
-				if v := iou(a.Box, b.Box); v > best {
-					best, bi = v, j
-				}
-			}
-			ds := 1.0
-			if bi >= 0 {
-				ds = math.Abs(float64(a.Score - gpuDets[i][bi].Score))
-			}
-			worstIoU, worstScore = math.Min(worstIoU, best), math.Max(worstScore, ds)
-			if best < 0.9 || ds > 0.02 {
-				bad++
-			}
-		}
+		c.Add(infer.Compare(cpu[i], gpuDets[i]))
 	}
 	verdict := "all match"
-	if bad > 0 {
-		verdict = fmt.Sprintf("%d MISMATCHES", bad)
+	if len(c.Bad) > 0 {
+		verdict = fmt.Sprintf("%d of %d match; first miss: %s", c.Matched(), c.Total, c.Bad[0])
 	}
 	return fmt.Sprintf("GPU vs CPU detections on %d frames, %d detections: %s (worst IoU %.3f, worst score difference %.4f)",
-		frames, dets, verdict, worstIoU, worstScore)
-}
-
-// iou is the intersection over union of two boxes (source pixels).
-func iou(a, b pipeline.Box) float64 {
-	ix := math.Max(0, math.Min(float64(a.X2), float64(b.X2))-math.Max(float64(a.X1), float64(b.X1)))
-	iy := math.Max(0, math.Min(float64(a.Y2), float64(b.Y2))-math.Max(float64(a.Y1), float64(b.Y1)))
-	in := ix * iy
-	ua := float64((a.X2-a.X1)*(a.Y2-a.Y1)) + float64((b.X2-b.X1)*(b.Y2-b.Y1)) - in
-	if ua <= 0 {
-		return 0
-	}
-	return in / ua
+		len(cpu), c.Total, verdict, c.WorstIoU, c.WorstScore)
 }

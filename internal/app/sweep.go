@@ -65,10 +65,31 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	}
 	fmt.Fprintf(out, "vigil bench --sweep: %s looped in real time, model %s, budget %s, %s per point\n",
 		filepath.Base(o.Source), eng.Model(), o.Budget, o.Each)
+	engs.mu.Lock()
+	for _, ch := range engs.choices {
+		fmt.Fprintf(out, "engine: %s\n", ch)
+	}
+	engs.mu.Unlock()
 	fmt.Fprintf(out, "%-7s %7s %10s %10s %7s %9s %9s %9s\n", "mode", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "P99.9 ms")
+	// With infer.batch_sizes beyond 1 the policy runs streams through the
+	// cross-stream batcher, as vigil run does.
+	var batcher *pipeline.Batcher
+	if engs.batching() {
+		bctx, cancel := context.WithCancel(ctx)
+		var bwg sync.WaitGroup
+		defer func() { cancel(); bwg.Wait() }()
+		engs.runBatcher = func(b *pipeline.Batcher) {
+			bwg.Add(1)
+			go func() { defer bwg.Done(); b.Run(bctx) }()
+		}
+		if batcher, err = engs.batcher(o.Model, "", eng, nil); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(out, "batching: infer.batch_sizes %v, max queue delay %d µs\n", c.Infer.BatchSizes, c.Pipeline.MaxQueueDelayUS)
+	}
 	for _, withPolicy := range []bool{true, false} {
 		for _, n := range o.Streams {
-			p, err := sweepPoint(ctx, eng, o, n, withPolicy)
+			p, err := sweepPoint(ctx, eng, batcher, o, n, withPolicy)
 			if err != nil {
 				return policy, none, err
 			}
@@ -125,7 +146,7 @@ func (l *latencySink) Publish(_ context.Context, r *pipeline.Result) error {
 	return nil
 }
 
-func sweepPoint(ctx context.Context, eng pipeline.Engine, o SweepOptions, n int, withPolicy bool) (SweepPoint, error) {
+func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batcher, o SweepOptions, n int, withPolicy bool) (SweepPoint, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sink := &latencySink{}
@@ -142,7 +163,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, o SweepOptions, n int,
 		}
 		sc := pipeline.StreamConfig{ID: id, Source: src, Engine: eng, Sink: sink, Metrics: metrics}
 		if withPolicy {
-			sc.Budget, sc.Gate, sc.QueueSize = o.Budget, gate, 4
+			sc.Budget, sc.Gate, sc.QueueSize, sc.Batcher = o.Budget, gate, 4, batcher
 		} else {
 			// The usual failure: a queue that never drops, no deadline.
 			sc.Lossless, sc.QueueSize = true, 1<<16
