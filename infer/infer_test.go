@@ -349,3 +349,25 @@ func batchedCopy(t *testing.T, model string, n int) string {
 	require.NoError(t, err, "%s (python3-onnx comes with `make setup`)", out)
 	return strings.TrimSuffix(src, ".onnx") + fmt.Sprintf(".b%d.onnx", n)
 }
+
+// Inspect reports what Open would bind, without an engine.
+func TestInspect(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	s, err := infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "")
+	require.NoError(t, err)
+	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 128, InH: 128, Batch: 1, Square: true}, s)
+	s, err = infer.Inspect(testenv.Model(t, "face_detection_back_256x256_barracuda.b32.onnx"), "blazeface")
+	require.NoError(t, err)
+	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 256, InH: 256, Batch: 32, Square: true}, s)
+	_, err = infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "yolox")
+	require.ErrorIs(t, err, infer.ErrModelMismatch)
+	_, err = infer.Inspect("/nonexistent/m.onnx", "")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	if p := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "models", "yolox_nano.onnx"); fileExists(p) {
+		s, err = infer.Inspect(p, "")
+		require.NoError(t, err)
+		require.Equal(t, infer.Shape{Adapter: "yolox", InW: 416, InH: 416, Batch: 1}, s)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
