@@ -54,6 +54,9 @@ func newBlazeFace(thr, iouThr float32) *blazeFace {
 
 func (b *blazeFace) Name() string { return "blazeface" }
 
+// squareOnly: the anchor grids assume an S×S input (Bind refuses others).
+func (b *blazeFace) squareOnly() bool { return true }
+
 func (b *blazeFace) Bind(in, out []TensorInfo) (Binding, error) {
 	if len(in) != 1 || !shapeIs(in[0].Shape, -1, -1, -1, 3) || in[0].Shape[1] != in[0].Shape[2] || in[0].Shape[0] < 1 {
 		return Binding{}, fmt.Errorf("%w blazeface: inputs %v, want one [B S S 3] (NHWC RGB, square, fixed batch B)", ErrModelMismatch, in)

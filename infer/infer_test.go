@@ -2,9 +2,14 @@ package infer_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -193,53 +198,176 @@ func TestNegativeClipNoFaces(t *testing.T) {
 	require.Zero(t, sc, "tree.avi has no faces")
 }
 
-// A batch-4 copy of BlazeFace (scripts/batch_models.py) gives, for each of
-// four different frames in one execution, the detections the shipped
-// batch-1 model gives for that frame alone.
+// Batch-4 and batch-32 copies of BlazeFace (scripts/batch_models.py) give,
+// for each of N different frames in one execution, the detections the
+// shipped batch-1 model gives for that frame alone.
 func TestBatchedModelMatchesBatch1(t *testing.T) {
 	one := openEngine(t, "b1", testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "", 0)
-	four := openEngine(t, "b4", testenv.Model(t, "face_detection_front_128x128_barracuda.b4.onnx"), "", 0)
 	require.Equal(t, 1, one.Batch())
-	require.Equal(t, 4, four.Batch())
-	s, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi")})
+	for _, n := range []int{4, 32} {
+		t.Run(fmt.Sprintf("b%d", n), func(t *testing.T) {
+			eng := openEngine(t, fmt.Sprintf("b%d", n), testenv.Model(t, fmt.Sprintf("face_detection_front_128x128_barracuda.b%d.onnx", n)), "", 0)
+			require.Equal(t, n, eng.Batch())
+			imgs := distinctFrames(t, testenv.Media(t, "Megamind.avi"), n, 256/n) // Megamind has 270 frames
+			sts := make([]*pipeline.StageTimes, n)
+			for i := range sts {
+				sts[i] = &pipeline.StageTimes{}
+			}
+			batch, err := eng.DetectBatch(imgs, sts, make([][]pipeline.Detection, n))
+			require.NoError(t, err)
+			faces := 0
+			for i, img := range imgs {
+				var st pipeline.StageTimes
+				want, err := one.Detect(img, &st, nil)
+				require.NoError(t, err)
+				require.Len(t, batch[i], len(want), "frame %d", i)
+				for j := range want {
+					require.InDelta(t, want[j].Score, batch[i][j].Score, 1e-4)
+					require.InDelta(t, want[j].Box.X1, batch[i][j].Box.X1, 0.05)
+					require.InDelta(t, want[j].Box.Y2, batch[i][j].Box.Y2, 0.05)
+				}
+				faces += len(want)
+				require.Equal(t, sts[0].Infer, sts[i].Infer, "one execution for the batch")
+			}
+			require.Positive(t, faces)
+			// A partial batch (2 of N) uses the first slots.
+			part, err := eng.DetectBatch(imgs[:2], sts[:2], make([][]pipeline.Detection, 2))
+			require.NoError(t, err)
+			require.Len(t, part[1], len(batch[1]))
+			_, err = one.DetectBatch(imgs, sts, make([][]pipeline.Detection, n))
+			require.Error(t, err, "more images than the batch")
+		})
+	}
+}
+
+// distinctFrames returns n frames of src, one every step frames (the test
+// releases them at its end).
+func distinctFrames(t *testing.T, src string, n, step int) []pipeline.Image {
+	t.Helper()
+	s, err := decode.New(decode.Options{URL: src})
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var imgs []pipeline.Image
-	err = s.Run(context.Background(), func(f *pipeline.Frame) {
-		if f.Seq%40 == 20 && len(imgs) < 4 {
+	_ = s.Run(ctx, func(f *pipeline.Frame) {
+		if int(f.Seq)%step == step/2 && len(imgs) < n {
 			imgs = append(imgs, f.Image)
+			if len(imgs) == n {
+				cancel()
+			}
 			return
 		}
 		f.Image.Release()
 	})
-	require.ErrorIs(t, err, io.EOF)
-	require.Len(t, imgs, 4)
-	defer func() {
+	t.Cleanup(func() {
 		for _, im := range imgs {
 			im.Release()
 		}
-	}()
-	sts := []*pipeline.StageTimes{{}, {}, {}, {}}
-	batch, err := four.DetectBatch(imgs, sts, make([][]pipeline.Detection, 4))
-	require.NoError(t, err)
-	faces := 0
-	for i, img := range imgs {
-		var st pipeline.StageTimes
-		want, err := one.Detect(img, &st, nil)
-		require.NoError(t, err)
-		require.Len(t, batch[i], len(want), "frame %d", i)
-		for j := range want {
-			require.InDelta(t, want[j].Score, batch[i][j].Score, 1e-4)
-			require.InDelta(t, want[j].Box.X1, batch[i][j].Box.X1, 0.05)
-			require.InDelta(t, want[j].Box.Y2, batch[i][j].Box.Y2, 0.05)
-		}
-		faces += len(want)
-		require.Equal(t, sts[0].Infer, sts[i].Infer, "one execution for the batch")
-	}
-	require.Positive(t, faces)
-	// A partial batch (2 of 4) uses the first slots.
-	part, err := four.DetectBatch(imgs[:2], sts[:2], make([][]pipeline.Detection, 2))
-	require.NoError(t, err)
-	require.Len(t, part[1], len(batch[1]))
-	_, err = one.DetectBatch(imgs, sts, make([][]pipeline.Detection, 4))
-	require.Error(t, err, "more images than the batch")
+	})
+	require.Len(t, imgs, n, "%s has fewer than %d frames", src, n*step)
+	return imgs
 }
+
+// A batch-8 copy of YOLOX-Nano, made by scripts/batch_models.py from
+// ../shared's model (setup cannot download it), gives for each of 8
+// different frames in one execution the raw outputs the batch-1 model gives
+// for that frame alone, within float tolerance, and so the same detections.
+func TestYOLOXNanoBatch8MatchesBatch1(t *testing.T) {
+	const n = 8
+	shared := testenv.Shared(t, "models/yolox_nano.onnx")
+	one := openEngine(t, "yolox-b1", shared, "", 0)
+	eng := openEngine(t, "yolox-b8", batchedCopy(t, shared, n), "", 0)
+	require.Equal(t, "yolox", eng.Adapter())
+	require.Equal(t, n, eng.Batch())
+	imgs := distinctFrames(t, testenv.Media(t, "vtest.avi"), n, 90) // vtest has 795 frames
+
+	// Raw outputs: each frame preprocessed by the batch-1 engine, then the
+	// eight inputs stacked and run once on the batch-8 engine.
+	var stacked []float32
+	var want [][]float32
+	var wantDets [][]pipeline.Detection
+	for _, img := range imgs {
+		var st pipeline.StageTimes
+		d, err := one.Detect(img, &st, nil)
+		require.NoError(t, err)
+		wantDets = append(wantDets, d)
+		in := one.InputTensor()
+		stacked = append(stacked, in...)
+		outs, err := one.Raw(in)
+		require.NoError(t, err)
+		want = append(want, append([]float32(nil), outs[0]...))
+	}
+	outs, err := eng.Raw(stacked)
+	require.NoError(t, err)
+	per := len(outs[0]) / n
+	require.Len(t, want[0], per)
+	require.NotEqual(t, want[0], want[n-1], "the frames differ, so a mixed-up slot would show")
+	for i := range imgs {
+		got := outs[0][i*per : (i+1)*per]
+		worst := 0.0
+		for k, v := range want[i] {
+			d := math.Abs(float64(v - got[k]))
+			require.LessOrEqual(t, d, 1e-3*math.Max(1, math.Abs(float64(v))), "frame %d value %d: %v vs %v", i, k, v, got[k])
+			worst = math.Max(worst, d)
+		}
+		t.Logf("frame %d: largest raw difference %.2g", i, worst)
+	}
+
+	// Detections through DetectBatch match Detect's.
+	sts := make([]*pipeline.StageTimes, n)
+	for i := range sts {
+		sts[i] = &pipeline.StageTimes{}
+	}
+	got, err := eng.DetectBatch(imgs, sts, make([][]pipeline.Detection, n))
+	require.NoError(t, err)
+	people := 0
+	for i := range imgs {
+		require.Len(t, got[i], len(wantDets[i]), "frame %d", i)
+		for j, w := range wantDets[i] {
+			require.Equal(t, w.Label, got[i][j].Label)
+			require.InDelta(t, w.Score, got[i][j].Score, 1e-3)
+			require.InDelta(t, w.Box.X1, got[i][j].Box.X1, 0.1)
+			require.InDelta(t, w.Box.Y2, got[i][j].Box.Y2, 0.1)
+		}
+		people += len(wantDets[i])
+	}
+	require.Positive(t, people, "vtest.avi shows pedestrians")
+}
+
+// batchedCopy copies model into a temporary directory and makes its
+// batch-n copy there with scripts/batch_models.py (the source may be
+// read-only, as ../shared is).
+func batchedCopy(t *testing.T, model string, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(model)
+	require.NoError(t, err)
+	src := filepath.Join(dir, filepath.Base(model))
+	require.NoError(t, os.WriteFile(src, b, 0o644))
+	script := filepath.Join(testenv.RepoRoot(), "scripts", "batch_models.py")
+	out, err := exec.Command("/usr/bin/python3", script, src, strconv.Itoa(n)).CombinedOutput()
+	require.NoError(t, err, "%s (python3-onnx comes with `make setup`)", out)
+	return strings.TrimSuffix(src, ".onnx") + fmt.Sprintf(".b%d.onnx", n)
+}
+
+// Inspect reports what Open would bind, without an engine.
+func TestInspect(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	s, err := infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "")
+	require.NoError(t, err)
+	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 128, InH: 128, Batch: 1, Square: true}, s)
+	s, err = infer.Inspect(testenv.Model(t, "face_detection_back_256x256_barracuda.b32.onnx"), "blazeface")
+	require.NoError(t, err)
+	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 256, InH: 256, Batch: 32, Square: true}, s)
+	_, err = infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "yolox")
+	require.ErrorIs(t, err, infer.ErrModelMismatch)
+	_, err = infer.Inspect("/nonexistent/m.onnx", "")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	if p := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "models", "yolox_nano.onnx"); fileExists(p) {
+		s, err = infer.Inspect(p, "")
+		require.NoError(t, err)
+		require.Equal(t, infer.Shape{Adapter: "yolox", InW: 416, InH: 416, Batch: 1}, s)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

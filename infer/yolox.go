@@ -11,9 +11,10 @@ import (
 // yolox decodes YOLOX detectors exported with YOLOX's tools/export_onnx.py
 // (decoding not folded into the graph), YOLOX ≥ 0.1.1rc0 conventions:
 //
-//	input  [1,3,H,W] float32 NCHW, planes B,G,R, plain 0..255, letterboxed
+//	input  [B,3,H,W] float32 NCHW, planes B,G,R, plain 0..255, letterboxed
 //	       at the top-left on a canvas of 114 (yolox/data/data_augment.py)
-//	output [1,N,5+C], N = Σ_s (H/s)(W/s) for strides 8, 16, 32, rows finest
+//	       (B = 1 as exported, or N for copies made by scripts/batch_models.py)
+//	output [B,N,5+C], N = Σ_s (H/s)(W/s) for strides 8, 16, 32, rows finest
 //	       level first, cells row-major; row = tx,ty,tw,th,obj,p0..p(C-1)
 //
 // Box (yolox/models/yolo_head.py, decode_outputs): centre ((tx+gx)·s,

@@ -39,6 +39,7 @@ Usage:
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
   vigil tail [flags]               print the detections a running vigil publishes
   vigil streams ls|get|add|set|rm  manage a running vigil's streams through its API
+  vigil shapes [flags]             each stream's resolution against its model's fixed input shape
   vigil doctor [flags]             health report from a running vigil's metrics
   vigil bench [flags]              measure decode, inference and pipeline speed
   vigil check-config FILE          validate a config file and exit
@@ -74,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdStreams(rest, stdout, stderr)
 	case "doctor":
 		err = cmdDoctor(rest, stdout, stderr)
+	case "shapes":
+		err = cmdShapes(rest, stdout, stderr)
 	case "version", "--version":
 		printVersion(stdout)
 	case "help", "-h", "--help":

@@ -66,6 +66,10 @@ func TestBadInput(t *testing.T) {
 		{"bad stream id", []string{"check-config", writeConfig(t, "streams:\n  - {id: \"a.b\", url: "+megamind+"}\n")},
 			[]string{"streams[0].id", `"a.b"`}},
 		{"unknown flag", []string{"detect", "--frames", "3", megamind}, []string{"flag provided but not defined: -frames"}},
+		{"shapes waste limit", []string{"shapes", "--max-waste", "120"}, []string{"--max-waste 120", "0 to 100"}},
+		{"shapes probe timeout", []string{"shapes", "--probe", "--timeout", "0s"}, []string{"--timeout 0s", "positive"}},
+		{"shapes API URL", []string{"shapes", "--api", "ftp://cam"}, []string{`--api "ftp://cam"`}},
+		{"shapes bad config", []string{"shapes", "--config", writeConfig(t, "infer: {batch_sizes: [0]}\n")}, []string{"infer.batch_sizes"}},
 		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +114,7 @@ func TestDetectMaxFrames(t *testing.T) {
 func TestHelpAndVersion(t *testing.T) {
 	rc, out, _ := vigil("help")
 	require.Equal(t, 0, rc)
-	for _, c := range []string{"run", "detect", "tail", "bench", "check-config", "version"} {
+	for _, c := range []string{"run", "detect", "tail", "streams", "shapes", "doctor", "bench", "check-config", "version"} {
 		require.Contains(t, out, "vigil "+c)
 	}
 	rc, out, _ = vigil("version")

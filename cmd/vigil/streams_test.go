@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,18 +26,28 @@ func runVigil(t *testing.T, body string) app.Endpoints {
 	t.Helper()
 	c, err := config.Parse([]byte(fmt.Sprintf("data_dir: %q\npipeline: {progress_interval: 0s}\n%s", t.TempDir(), body)), "test.yaml")
 	require.NoError(t, err)
+	ep, _ := startVigil(t, c)
+	return ep
+}
+
+// startVigil runs an in-process `vigil run` with c until stop is called
+// or the test ends.
+func startVigil(t *testing.T, c config.Config) (app.Endpoints, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan app.Endpoints, 1)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, c, zap.NewNop(), nil, func(ep app.Endpoints) { ready <- ep }) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
 	select {
 	case ep := <-ready:
-		return ep
+		return ep, stop
 	case err := <-done:
 		t.Fatalf("vigil did not start: %v", err)
 	}
-	return app.Endpoints{}
+	return app.Endpoints{}, stop
 }
 
 // The API round trip through the CLI, against an in-process `vigil run`

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
+	"github.com/vigil-video/vigil/pipeline"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -97,6 +99,32 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// The Status schema documents exactly the members the API sends
+// (pipeline.StatusSnapshot), and the spec schema exactly registry.Spec's.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	for schema, typ := range map[string]reflect.Type{"Status": reflect.TypeOf(pipeline.StatusSnapshot{}), "StreamSpec": reflect.TypeOf(registry.Spec{})} {
+		var fields, documented []string
+		for i := 0; i < typ.NumField(); i++ {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+		for p := range doc.Components.Schemas[schema].Properties {
+			documented = append(documented, p)
+		}
+		sort.Strings(fields)
+		sort.Strings(documented)
+		require.Equal(t, fields, documented, schema)
+	}
 }
 
 func TestBearerToken(t *testing.T) {

@@ -131,7 +131,7 @@ func (e *engines) batchEngines(ref, pool string, base detector) ([]pipeline.Batc
 		file := strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
 		eng, err := e.instance(file, pool+"#b"+strconv.Itoa(n))
 		if err != nil {
-			return nil, fmt.Errorf("batch size %d needs %s (make setup makes batched copies of BlazeFace): %w", n, file, err)
+			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
 		}
 		if eng.Batch() != n {
 			return nil, badInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))

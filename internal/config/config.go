@@ -99,7 +99,8 @@ type Infer struct {
 	// BatchSizes are the engine instances per model for cross-stream
 	// batching, e.g. [1, 4, 8] (default [1]: no batching). Sizes above 1
 	// need the model's fixed-batch copies <model>.b<N>.onnx beside it
-	// (make setup makes them for BlazeFace).
+	// (make setup makes 4, 8 and 32 for BlazeFace, and for YOLOX-Nano when
+	// yolox_nano.onnx is in the models directory).
 	BatchSizes []int `yaml:"batch_sizes"`
 	// Provider is the preferred ONNX Runtime execution provider: auto (the
 	// default: tensorrt, then cuda, then cpu), tensorrt, cuda or cpu. Each

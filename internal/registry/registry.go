@@ -53,6 +53,27 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, replicas int) (*Reg
 	return &Registry{kv: kv}, nil
 }
 
+// ErrNoBucket is returned by Lookup when the bucket does not exist (no
+// vigil has used it yet).
+var ErrNoBucket = errors.New("no stream registry bucket")
+
+// Lookup returns a handle on an existing bucket without creating or
+// changing it (for read-only tools); ErrNoBucket when there is none.
+func Lookup(ctx context.Context, nc *nats.Conn, bucket string) (*Registry, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w %s", ErrNoBucket, bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w (does the NATS server have JetStream enabled?)", bucket, err)
+	}
+	return &Registry{kv: kv}, nil
+}
+
 // Entry is a stored spec with its revision.
 type Entry struct {
 	Spec     Spec
@@ -180,6 +201,33 @@ func (r *Registry) Seed(ctx context.Context, specs []Spec) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Pending returns the specs that Seed would create now (never seeded and
+// not stored), without writing anything.
+func (r *Registry) Pending(ctx context.Context, specs []Spec) ([]Spec, error) {
+	has := func(key string) (bool, error) {
+		_, err := r.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	var out []Spec
+	for _, s := range specs {
+		seeded, err := has(seededKey(s.ID))
+		if err != nil {
+			return nil, err
+		}
+		stored, err := has(Key(s.ID))
+		if err != nil {
+			return nil, err
+		}
+		if !seeded && !stored {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // Change is one watched update: Spec is nil when the stream was deleted.

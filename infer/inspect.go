@@ -1,0 +1,45 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// Shape is what a model's signature says about its input, as its adapter
+// binds it.
+type Shape struct {
+	// Adapter is the adapter's name ("blazeface", "yolox").
+	Adapter string
+	// InW and InH are the input size in pixels; Batch the fixed batch.
+	InW, InH, Batch int
+	// Square is true when the adapter only takes square inputs.
+	Square bool
+}
+
+// Inspect reads a model's input and output shapes and binds them to its
+// adapter (adapter "" detects it) exactly as Open does, without creating
+// an engine: ONNX Runtime loads the model once to read its signature and
+// no tensors are allocated. InitRuntime must have succeeded first. Errors
+// are Open's: they wrap os.ErrNotExist or ErrModelMismatch and name the
+// file.
+func Inspect(path, adapter string) (Shape, error) {
+	if _, err := os.Stat(path); err != nil {
+		return Shape{}, fmt.Errorf("model %s: %w", path, err)
+	}
+	if RuntimeVersion() == "" {
+		return Shape{}, errors.New("infer: InitRuntime has not succeeded")
+	}
+	ins, outs, err := ort.GetInputOutputInfo(path)
+	if err != nil {
+		return Shape{}, fmt.Errorf("model %s: reading its inputs and outputs: %w", path, err)
+	}
+	ad, b, err := pickAdapter(Options{Adapter: adapter}, tensorInfos(ins), tensorInfos(outs))
+	if err != nil {
+		return Shape{}, fmt.Errorf("model %s: %w", path, err)
+	}
+	sq, _ := ad.(interface{ squareOnly() bool })
+	return Shape{Adapter: ad.Name(), InW: b.InW, InH: b.InH, Batch: b.Batch, Square: sq != nil && sq.squareOnly()}, nil
+}
