@@ -4,6 +4,8 @@
 #   make setup   only install (Debian packages, Go if needed, ONNX Runtime, models, media)
 #   make build   only build bin/vigil
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
+#   make static  bin/vigil-static + bin/ffmpeg-static against a minimal static FFmpeg
+#                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
 SHELL := /bin/bash
 GO = $(shell bash scripts/go.sh)
 BIN := bin/vigil
@@ -11,7 +13,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench check-config clean
+.PHONY: setup build run test bench check-config clean static
 
 setup:
 	@bash scripts/setup.sh
@@ -34,5 +36,11 @@ bench: build
 check-config: build
 	@for f in configs/*.yaml; do ./$(BIN) check-config $$f || exit 1; done
 
+# Not used by `make test`/CI. The FFmpeg build is cached under ~/.cache/vigil,
+# keyed by its version and configure flags.
+static: setup
+	@bash scripts/static-ffmpeg.sh $(VERSION)
+
+# Removes build outputs only; the cached static FFmpeg stays in ~/.cache/vigil.
 clean:
 	rm -rf bin
