@@ -6,6 +6,8 @@
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
 #   make static  bin/vigil-static + bin/ffmpeg-static against a minimal static FFmpeg
 #                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
+#   make gpu-bundle  make static, then .gpu/: vigil-static, ffmpeg-static, ONNX Runtime
+#                with its CUDA provider, models; `. .gpu/unpack.sh` on a GPU machine
 SHELL := /bin/bash
 GO = $(shell bash scripts/go.sh)
 BIN := bin/vigil
@@ -13,7 +15,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench check-config clean static
+.PHONY: setup build run test bench check-config clean static gpu-bundle
 
 setup:
 	@bash scripts/setup.sh
@@ -41,6 +43,11 @@ check-config: build
 static: setup
 	@bash scripts/static-ffmpeg.sh $(VERSION)
 
-# Removes build outputs only; the cached static FFmpeg stays in ~/.cache/vigil.
+# .gpu/ (git-ignored) must stay under 60 MiB: the script fails if it is not.
+gpu-bundle: static
+	@bash scripts/gpu-bundle.sh
+
+# Removes build outputs only; the cached static FFmpeg and ONNX Runtime GPU
+# libraries stay in ~/.cache/vigil.
 clean:
-	rm -rf bin
+	rm -rf bin .gpu
