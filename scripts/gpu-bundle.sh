@@ -137,7 +137,8 @@ if ! fresh "$OUT/assets.tar.xz" "$in"; then
 fi
 
 cat >"$OUT/unpack.sh.tmp" <<'EOS'
-# unpack.sh: source it on the GPU machine (". .gpu/unpack.sh"; made by
+#!/usr/bin/env bash
+# unpack.sh (bash): source it on the GPU machine (". .gpu/unpack.sh"; made by
 # vigil's scripts/gpu-bundle.sh). It unpacks the bundle into $VIGIL_GPU_DIR
 # (default /tmp/vigil-gpu), only when that copy is missing or differs from
 # this bundle's MANIFEST, then exports:
@@ -181,6 +182,9 @@ _vigil_gpu_unpack() {
 }
 _vigil_gpu_unpack
 unset -f _vigil_gpu_unpack
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  echo "vigil-gpu: unpacked, but run as a program its exports are lost: source it (. ${BASH_SOURCE[0]})" >&2
+fi
 EOS
 mv "$OUT/unpack.sh.tmp" "$OUT/unpack.sh"
 chmod +x "$OUT/unpack.sh"
