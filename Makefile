@@ -4,6 +4,10 @@
 #   make setup   only install (Debian packages, Go if needed, ONNX Runtime, models, media)
 #   make build   only build bin/vigil
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
+#   make static  bin/vigil-static + bin/ffmpeg-static against a minimal static FFmpeg
+#                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
+#   make gpu-bundle  make static, then .gpu/: vigil-static, ffmpeg-static, ONNX Runtime
+#                with its CUDA provider, models; `. .gpu/unpack.sh` on a GPU machine
 SHELL := /bin/bash
 GO = $(shell bash scripts/go.sh)
 BIN := bin/vigil
@@ -11,7 +15,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench check-config clean
+.PHONY: setup build run test bench check-config clean static gpu-bundle
 
 setup:
 	@bash scripts/setup.sh
@@ -34,5 +38,16 @@ bench: build
 check-config: build
 	@for f in configs/*.yaml; do ./$(BIN) check-config $$f || exit 1; done
 
+# Not used by `make test`/CI. The FFmpeg build is cached under ~/.cache/vigil,
+# keyed by its version and configure flags.
+static: setup
+	@bash scripts/static-ffmpeg.sh $(VERSION)
+
+# .gpu/ (git-ignored) must stay under 60 MiB: the script fails if it is not.
+gpu-bundle: static
+	@bash scripts/gpu-bundle.sh
+
+# Removes build outputs only; the cached static FFmpeg and ONNX Runtime GPU
+# libraries stay in ~/.cache/vigil.
 clean:
-	rm -rf bin
+	rm -rf bin .gpu
