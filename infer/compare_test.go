@@ -24,7 +24,7 @@ func TestCompare(t *testing.T) {
 
 	moved := []pipeline.Detection{
 		{Label: "person", Score: 0.81, Box: box(0, 0, 100, 100)},
-		{Label: "person", Score: 0.60, Box: box(220, 200, 320, 300)}, // IoU 0.67
+		{Label: "person", Score: 0.60, Box: box(220, 200, 320, 300)},       // IoU 0.67
 		{Label: "car", ClassID: 0, Score: 0.90, Box: box(500, 0, 600, 50)}, // wrong class
 	}
 	c = infer.Compare(ref, moved)

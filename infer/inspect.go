@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	ort "github.com/yalue/onnxruntime_go"
 )
 
 // Shape is what a model's signature says about its input, as its adapter
@@ -32,13 +30,9 @@ func Inspect(path, adapter string) (Shape, error) {
 	if RuntimeVersion() == "" {
 		return Shape{}, errors.New("infer: InitRuntime has not succeeded")
 	}
-	ins, outs, err := ort.GetInputOutputInfo(path)
+	ad, b, _, err := inspect(Options{Path: path, Adapter: adapter})
 	if err != nil {
-		return Shape{}, fmt.Errorf("model %s: reading its inputs and outputs: %w", path, err)
-	}
-	ad, b, err := pickAdapter(Options{Adapter: adapter}, tensorInfos(ins), tensorInfos(outs))
-	if err != nil {
-		return Shape{}, fmt.Errorf("model %s: %w", path, err)
+		return Shape{}, err
 	}
 	sq, _ := ad.(interface{ squareOnly() bool })
 	return Shape{Adapter: ad.Name(), InW: b.InW, InH: b.InH, Batch: b.Batch, Square: sq != nil && sq.squareOnly()}, nil
