@@ -76,15 +76,23 @@ func (p *Picture) YUV420() (YUV420, bool) {
 		return YUV420{}, false
 	}
 	out.FullRange = pf == astiav.PixelFormatYuvj420P || p.f.ColorRange() == astiav.ColorRangeJpeg
-	switch p.cs {
-	case astiav.ColorSpaceBt709:
-		out.Matrix = BT709
-	case astiav.ColorSpaceBt470Bg, astiav.ColorSpaceSmpte170M:
-		out.Matrix = BT601
-	default:
-		if out.Height >= 720 {
-			out.Matrix = BT709
-		}
-	}
+	out.Matrix = matrixFor(p.cs, out.Height)
 	return out, true
 }
+
+// matrixFor is the stream's signalled matrix, or for unsignalled streams
+// BT.709 from 720 lines up and BT.601 below.
+func matrixFor(cs astiav.ColorSpace, height int) Matrix {
+	switch cs {
+	case astiav.ColorSpaceBt709:
+		return BT709
+	case astiav.ColorSpaceBt470Bg, astiav.ColorSpaceSmpte170M:
+		return BT601
+	}
+	if height >= 720 {
+		return BT709
+	}
+	return BT601
+}
+
+func unsafePointer(p *C.uint8_t) unsafe.Pointer { return unsafe.Pointer(p) }

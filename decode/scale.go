@@ -16,6 +16,7 @@ import (
 type Scaler struct {
 	sws *astiav.SoftwareScaleContext
 	dst *astiav.Frame
+	sw  *astiav.Frame // NVDEC frames are downloaded here first
 	key scaleKey
 }
 
@@ -46,9 +47,21 @@ func (s *Scaler) Resize(img pipeline.Image, w, h int, order pipeline.PixelOrder,
 	if order == pipeline.BGR {
 		df = astiav.PixelFormatBgr24
 	}
-	k := scaleKey{p.f.Width(), p.f.Height(), p.f.PixelFormat(), w, h, df}
+	src := p.f
+	if src.PixelFormat() == astiav.PixelFormatCuda {
+		// An NVDEC surface: download it first (av_hwframe_transfer_data).
+		if s.sw == nil {
+			s.sw = astiav.AllocFrame()
+		}
+		s.sw.Unref()
+		if err := src.TransferHardwareData(s.sw); err != nil {
+			return fmt.Errorf("decode: downloading an NVDEC frame: %w", err)
+		}
+		src = s.sw
+	}
+	k := scaleKey{src.Width(), src.Height(), src.PixelFormat(), w, h, df}
 	if k != s.key || s.sws == nil {
-		s.Close()
+		s.resetScale()
 		sws, err := astiav.CreateSoftwareScaleContext(k.sw, k.sh, k.sf, w, h, df,
 			astiav.NewSoftwareScaleContextFlags(astiav.SoftwareScaleContextFlagBilinear))
 		if err != nil {
@@ -60,11 +73,11 @@ func (s *Scaler) Resize(img pipeline.Image, w, h int, order pipeline.PixelOrder,
 		s.dst.SetHeight(h)
 		s.dst.SetPixelFormat(df)
 		if err := s.dst.AllocBuffer(0); err != nil {
-			s.Close()
+			s.resetScale()
 			return fmt.Errorf("decode: allocating %dx%d frame: %w", w, h, err)
 		}
 	}
-	if err := s.sws.ScaleFrame(p.f, s.dst); err != nil {
+	if err := s.sws.ScaleFrame(src, s.dst); err != nil {
 		return fmt.Errorf("decode: sws_scale_frame: %w", err)
 	}
 	if _, err := s.dst.ImageCopyToBuffer(dst[:w*h*3], 1); err != nil {
@@ -73,9 +86,19 @@ func (s *Scaler) Resize(img pipeline.Image, w, h int, order pipeline.PixelOrder,
 	return nil
 }
 
-// Close frees the cached context and frame. It is idempotent; the Scaler
-// may be used again afterwards.
+// Close frees the cached contexts and frames. It is idempotent; the
+// Scaler may be used again afterwards.
 func (s *Scaler) Close() {
+	s.resetScale()
+	if s.sw != nil {
+		s.sw.Free()
+		s.sw = nil
+	}
+}
+
+// resetScale frees the SwsContext and destination frame (not the
+// download frame, which may be the current source).
+func (s *Scaler) resetScale() {
 	if s.sws != nil {
 		s.sws.Free()
 		s.sws = nil

@@ -62,6 +62,15 @@ type Options struct {
 	StallTimeout time.Duration
 	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose.
 	Threads int
+	// HWAccel: NVDEC decoding (see HWAccel); "" is HWNone.
+	HWAccel HWAccel
+	// HWDevice is the CUDA device ordinal for NVDEC ("" is 0).
+	HWDevice string
+	// HWSurfaces is the number of decoder surfaces NVDEC allocates beyond
+	// the codec's own needs (extra_hw_frames): frames waiting in queues
+	// downstream each hold one, and the decoder stalls when none is free.
+	// Default 8.
+	HWSurfaces int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -69,6 +78,7 @@ type Options struct {
 // Info describes the opened video stream.
 type Info struct {
 	Codec         string  // FFmpeg decoder name, e.g. "h264"
+	NVDEC         bool    // frames are decoded by NVDEC into GPU memory
 	Width, Height int     // pixels
 	FPS           float64 // average frame rate, 0 when unknown
 }
@@ -85,6 +95,17 @@ type Source struct {
 	ptsOffset float64 // added to PTS after each loop
 	opens     int     // successful opens, for logging
 	info      atomic.Pointer[Info]
+	hwOff     bool // NVDEC failed for this stream under HWAuto: decode on the CPU
+}
+
+// errRetrySoftware makes Run reopen at once on the CPU.
+var errRetrySoftware = errors.New("retry with software decoding")
+
+// noNVDEC records, under HWAuto, that this stream decodes on the CPU and
+// says why, once.
+func (s *Source) noNVDEC(err error) {
+	s.hwOff = true
+	s.o.Logger.Info("NVDEC unavailable for this stream; decoding on the CPU", zap.String("url", RedactURL(s.o.URL)), zap.Error(err))
 }
 
 var _ pipeline.Source = (*Source)(nil)
@@ -113,6 +134,9 @@ func New(o Options) (*Source, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.HWAccel, err = ParseHWAccel(string(o.HWAccel)); err != nil {
+		return nil, err
+	}
 	return &Source{o: o, kind: kind, path: path}, nil
 }
 
@@ -139,6 +163,9 @@ func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
 		end, err := s.runOnce(ctx, emit)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, errRetrySoftware) {
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("decode %s: %w", RedactURL(s.o.URL), err)
@@ -260,19 +287,41 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		return 0, fmt.Errorf("codec parameters: %w", err)
 	}
 	cc.SetThreadCount(s.o.Threads)
+	hw := false
+	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff {
+		surfaces := s.o.HWSurfaces
+		if surfaces <= 0 {
+			surfaces = 8
+		}
+		if err := setupNVDEC(cc, codec, s.o.HWDevice, surfaces); err != nil {
+			if s.o.HWAccel == HWCUDA {
+				return 0, fmt.Errorf("decode.hwaccel cuda: %w", err)
+			}
+			s.noNVDEC(err)
+		} else {
+			hw = true
+			// go-astiav keeps get_format callbacks in a map keyed by the
+			// context; drop ours before cc.Free (deferred earlier, run later).
+			defer cc.SetPixelFormatCallback(nil)
+		}
+	}
 	if err := cc.Open(codec, nil); err != nil {
+		if hw && s.o.HWAccel == HWAuto {
+			s.noNVDEC(err)
+			return 0, errRetrySoftware
+		}
 		return 0, fmt.Errorf("open decoder %s: %w", codec.Name(), err)
 	}
 	fps := st.AvgFrameRate().Float64()
 	if math.IsNaN(fps) || math.IsInf(fps, 0) {
 		fps = 0
 	}
-	s.info.Store(&Info{Codec: codec.Name(), Width: cp.Width(), Height: cp.Height(), FPS: fps})
+	s.info.Store(&Info{Codec: codec.Name(), NVDEC: hw, Width: cp.Width(), Height: cp.Height(), FPS: fps})
 	logOpen := s.o.Logger.Info
 	if s.opens++; s.opens > 1 && s.kind == KindFile {
 		logOpen = s.o.Logger.Debug // a looping file reopens every pass
 	}
-	logOpen("opened", zap.String("url", RedactURL(s.o.URL)), zap.String("codec", codec.Name()),
+	logOpen("opened", zap.String("url", RedactURL(s.o.URL)), zap.String("codec", codec.Name()), zap.Bool("nvdec", hw),
 		zap.Int("width", cp.Width()), zap.Int("height", cp.Height()), zap.Float64("fps", fps))
 
 	d := decoder{
@@ -325,6 +374,10 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		err = cc.SendPacket(d.pkt)
 		d.pkt.Unref()
 		if err != nil && !errors.Is(err, astiav.ErrEagain) {
+			if hw && d.frames == 0 && decodeErrs >= 2 && s.o.HWAccel == HWAuto {
+				s.noNVDEC(fmt.Errorf("NVDEC failed on the first packets: %w", err))
+				return 0, errRetrySoftware
+			}
 			// A corrupt packet: FFmpeg conceals what it can; count and go on.
 			decodeErrs++
 			if decodeErrs <= 3 {
@@ -333,6 +386,10 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 			continue
 		}
 		if err := d.receive(arrival); err != nil {
+			if hw && d.frames == 0 && s.o.HWAccel == HWAuto {
+				s.noNVDEC(err)
+				return 0, errRetrySoftware
+			}
 			return 0, err
 		}
 	}

@@ -144,6 +144,7 @@ type slot struct {
 	// events: up0/up1 around H2D, c0/c1 around compute (p1 after the
 	// kernels), d0/d1 around D2H.
 	up0, up1, c0, p1, c1, d0, d1 *cuda.Event
+	nv                           *cuda.Event // NVDEC's copies done (no timing)
 }
 
 // Open initialises CUDA on o.Device, compiles the kernels, opens the ONNX
@@ -292,6 +293,9 @@ func (e *Engine) newSlot() (*slot, error) {
 			return nil, err
 		}
 	}
+	if s.nv, err = e.ctx.NewEvent(false); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -347,6 +351,7 @@ func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipel
 
 type staged struct {
 	yuv    bool
+	device bool // planes already in device memory (NVDEC)
 	planes Planes
 	off    int // packed: offset of the content pixels
 }
@@ -400,8 +405,16 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	st := make([]staged, len(imgs))
 	need := 0
 	views := make([]decode.YUV420, len(imgs))
+	onGPU := false
 	for i, img := range imgs {
 		if p, ok := img.(*decode.Picture); ok && !e.o.CPUPreprocess {
+			if c, ok := p.CUDA(); ok {
+				// NVDEC surface: the kernel reads it where it is.
+				st[i].yuv, st[i].device, onGPU = true, true, true
+				st[i].planes = Planes{Y: cuda.DevicePtr(c.Y), U: cuda.DevicePtr(c.UV), NV12: true, YStride: c.YStride,
+					UVStride: c.UVStride, Width: c.Width, Height: c.Height, FullRange: c.FullRange, Matrix: c.Matrix}
+				continue
+			}
 			if v, ok := p.YUV420(); ok {
 				views[i] = v
 				st[i].yuv = true
@@ -429,6 +442,9 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	for i, img := range imgs {
 		lb := infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
 		s.lbs[i] = lb
+		if st[i].device {
+			continue
+		}
 		if !st[i].yuv {
 			n := lb.ContentW * lb.ContentH * 3
 			if err := e.o.Resizer.Resize(img, lb.ContentW, lb.ContentH, e.adapter.Format().Order, buf[off:off+n]); err != nil {
@@ -463,7 +479,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	// Stage 3 (compute stream): kernels into the bound input, the run, and
 	// a device copy of the outputs into the slot, so the next batch may run
 	// while this one downloads.
-	if err := e.computeBatch(s, st, &bt); err != nil {
+	if err := e.computeBatch(s, st, onGPU, &bt); err != nil {
 		return bt, err
 	}
 	// Stage 4 (download stream).
@@ -508,11 +524,21 @@ func (e *Engine) up0rec(s *slot, n int) error {
 	return s.up1.Record(e.up)
 }
 
-func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
+func (e *Engine) computeBatch(s *slot, st []staged, nvdec bool, bt *BatchTimes) error {
 	e.compMu.Lock()
 	defer e.compMu.Unlock()
 	if err := e.compute.WaitEvent(s.up1); err != nil {
 		return err
+	}
+	if nvdec {
+		// FFmpeg copies NVDEC's output into the frame on the legacy default
+		// stream, which vigil's non-blocking streams do not wait for.
+		if err := s.nv.Record(nil); err != nil {
+			return err
+		}
+		if err := e.compute.WaitEvent(s.nv); err != nil {
+			return err
+		}
 	}
 	if err := s.c0.Record(e.compute); err != nil {
 		return err
@@ -619,7 +645,7 @@ func (e *Engine) Close() error {
 	}
 	var errs []error
 	for _, s := range e.all {
-		for _, ev := range []*cuda.Event{s.up0, s.up1, s.c0, s.p1, s.c1, s.d0, s.d1} {
+		for _, ev := range []*cuda.Event{s.up0, s.up1, s.c0, s.p1, s.c1, s.d0, s.d1, s.nv} {
 			if ev != nil {
 				errs = append(errs, ev.Destroy())
 			}

@@ -285,3 +285,41 @@ func TestKernelHalfOutput(t *testing.T) {
 	pad := math.Float32frombits(uint32(b32[4*(31*32)]) | uint32(b32[4*(31*32)+1])<<8 | uint32(b32[4*(31*32)+2])<<16 | uint32(b32[4*(31*32)+3])<<24)
 	require.Equal(t, float32(114), pad)
 }
+
+// Detections from NVDEC frames (read by the kernel in GPU memory, NV12)
+// equal those from software-decoded frames of the same H.264 clip.
+func TestNVDECFramesMatchSoftware(t *testing.T) {
+	initORT(t)
+	clip := os.Getenv("VIGIL_H264")
+	model := os.Getenv("VIGIL_YOLOX")
+	if clip == "" || model == "" {
+		t.Skip("set VIGIL_H264 (an H.264 clip with people) and VIGIL_YOLOX")
+	}
+	g := openGPU(t, model, true)
+	run := func(hw decode.HWAccel) [][]pipeline.Detection {
+		src, err := decode.New(decode.Options{URL: clip, HWAccel: hw})
+		require.NoError(t, err)
+		var out [][]pipeline.Detection
+		err = src.Run(context.Background(), func(f *pipeline.Frame) {
+			defer f.Image.Release()
+			if f.Seq%10 != 0 {
+				return
+			}
+			var st pipeline.StageTimes
+			d, err := g.Detect(f.Image, &st, nil)
+			require.NoError(t, err)
+			out = append(out, d)
+		})
+		require.ErrorIs(t, err, io.EOF)
+		return out
+	}
+	sw, hw := run(decode.HWNone), run(decode.HWCUDA)
+	require.Equal(t, len(sw), len(hw))
+	var c infer.Comparison
+	for i := range sw {
+		c.Add(infer.Compare(sw[i], hw[i]))
+	}
+	t.Logf("NVDEC vs software frames: %d of %d detections match (worst IoU %.3f)", c.Matched(), c.Total, c.WorstIoU)
+	require.Positive(t, c.Total)
+	require.Empty(t, c.Bad)
+}

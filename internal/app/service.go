@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -112,6 +113,7 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	src, err := decode.New(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
 		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
+		HWAccel: decode.HWAccel(s.c.Decode.HWAccel), HWDevice: strconv.Itoa(s.c.Infer.Device), HWSurfaces: s.c.Decode.HWSurfaces,
 	})
 	if err != nil {
 		return pipeline.StreamConfig{}, err

@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +30,11 @@ type SweepOptions struct {
 	Each    time.Duration // measuring time per point (after 1 s of warm-up)
 	Budget  time.Duration // the policy's latency budget
 	Plot    string        // PNG path for P99 against load; "" for none
+	// HWAccel, Device and HWSurfaces are decode.hwaccel, infer.device and
+	// decode.hw_surfaces (Sweep fills them from the config).
+	HWAccel    string
+	Device     int
+	HWSurfaces int
 }
 
 // SweepPoint is one load level in one mode.
@@ -57,6 +63,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	if err := openRuntime(&c); err != nil {
 		return nil, nil, err
 	}
+	o.HWAccel, o.Device, o.HWSurfaces = c.Decode.HWAccel, c.Infer.Device, c.Decode.HWSurfaces
 	engs := newEngines(&c)
 	defer engs.close()
 	eng, err := engs.get(o.Model)
@@ -65,6 +72,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	}
 	fmt.Fprintf(out, "vigil bench --sweep: %s looped in real time, model %s, budget %s, %s per point\n",
 		filepath.Base(o.Source), eng.Model(), o.Budget, o.Each)
+	fmt.Fprintf(out, "decode: hwaccel %s\n", c.Decode.HWAccel)
 	engs.mu.Lock()
 	for _, ch := range engs.choices {
 		fmt.Fprintf(out, "engine: %s\n", ch)
@@ -157,7 +165,8 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
-		src, err := decode.New(decode.Options{URL: o.Source, StreamID: id, Realtime: true, Loop: true})
+		src, err := decode.New(decode.Options{URL: o.Source, StreamID: id, Realtime: true, Loop: true,
+			HWAccel: decode.HWAccel(o.HWAccel), HWDevice: strconv.Itoa(o.Device), HWSurfaces: o.HWSurfaces})
 		if err != nil {
 			return SweepPoint{}, err
 		}

@@ -35,6 +35,7 @@ type Config struct {
 	Metrics  Metrics  `yaml:"metrics"`
 	NATS     NATS     `yaml:"nats"`
 	Infer    Infer    `yaml:"infer"`
+	Decode   Decode   `yaml:"decode"`
 	Pipeline Pipeline `yaml:"pipeline"`
 	// Models adds named models to (or overrides) infer.BuiltinModels.
 	Models  []Model  `yaml:"models"`
@@ -116,6 +117,19 @@ type Infer struct {
 	Slots int `yaml:"slots"`
 	// TensorRT settings for the tensorrt provider.
 	TensorRT TensorRT `yaml:"tensorrt"`
+}
+
+// Decode configures decoding for every stream.
+type Decode struct {
+	// HWAccel: none (the default: FFmpeg on the CPU), auto (NVDEC when the
+	// codec and GPU allow it, else the CPU with one log line per stream)
+	// or cuda (NVDEC required). NVDEC frames stay in GPU memory for the
+	// GPU engine; on the GPU device infer.device.
+	HWAccel string `yaml:"hwaccel"`
+	// HWSurfaces bounds NVDEC's extra decoder surfaces per stream
+	// (FFmpeg's extra_hw_frames; default 8): frames queued downstream hold
+	// one each.
+	HWSurfaces int `yaml:"hw_surfaces"`
 }
 
 // TensorRT configures ONNX Runtime's TensorRT execution provider (see
@@ -250,6 +264,7 @@ func Default() Config {
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
+		Decode: Decode{HWAccel: "none", HWSurfaces: 8},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
@@ -437,6 +452,12 @@ func (c *Config) Validate() error {
 	}
 	if !slices.Contains([]string{"auto", "tensorrt", "cuda", "cpu"}, c.Infer.Provider) {
 		p.add("infer.provider", "%q: want auto, tensorrt, cuda or cpu", c.Infer.Provider)
+	}
+	if !slices.Contains([]string{"none", "auto", "cuda"}, c.Decode.HWAccel) {
+		p.add("decode.hwaccel", "%q: want auto, cuda or none", c.Decode.HWAccel)
+	}
+	if c.Decode.HWSurfaces < 1 || c.Decode.HWSurfaces > 64 {
+		p.add("decode.hw_surfaces", "%d: want 1 to 64", c.Decode.HWSurfaces)
 	}
 	if c.Infer.Device < 0 {
 		p.add("infer.device", "%d: want a CUDA device ordinal, 0 or more", c.Infer.Device)
