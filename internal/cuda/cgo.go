@@ -54,6 +54,8 @@ typedef struct {
 	CUresult (*DeviceTotalMem)(size_t *bytes, CUdevice dev);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);
+	CUresult (*DevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active);
+	CUresult (*DevicePrimaryCtxSetFlags)(CUdevice dev, unsigned int flags);
 	CUresult (*CtxSetCurrent)(CUcontext ctx);
 	CUresult (*MemGetInfo)(size_t *free, size_t *total);
 	CUresult (*MemAlloc)(CUdeviceptr *dptr, size_t bytesize);
@@ -119,6 +121,8 @@ static int vigil_cu_open(const char *lib, char *err, size_t errlen) {
 	VIGIL_SYM(DeviceTotalMem, "cuDeviceTotalMem_v2")
 	VIGIL_SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
 	VIGIL_SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")
+	VIGIL_SYM(DevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState")
+	VIGIL_SYM(DevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2")
 	VIGIL_SYM(CtxSetCurrent, "cuCtxSetCurrent")
 	VIGIL_SYM(MemGetInfo, "cuMemGetInfo_v2")
 	VIGIL_SYM(MemAlloc, "cuMemAlloc_v2")
@@ -185,9 +189,22 @@ static int vigil_cuDeviceGetName(int dev, char *name, int len) { return vcu.Devi
 static int vigil_cuDeviceGetAttribute(int dev, int attr, int *v) { return vcu.DeviceGetAttribute(v, attr, dev); }
 static int vigil_cuDeviceTotalMem(int dev, size_t *bytes) { return vcu.DeviceTotalMem(bytes, dev); }
 
+// CU_CTX_SCHED_BLOCKING_SYNC: the flags FFmpeg's CUDA device context
+// (NVDEC) insists on for a primary context it shares (FFmpeg 5.1,
+// libavutil/hwcontext_cuda.c refuses an active one with other flags).
+#define VIGIL_CTX_FLAGS 0x04
+
 static int vigil_cuDevicePrimaryCtxRetain(int dev, uintptr_t *ctx) {
 	CUcontext c = NULL;
-	CUresult r = vcu.DevicePrimaryCtxRetain(&c, dev);
+	unsigned int flags = 0;
+	int active = 0;
+	CUresult r = vcu.DevicePrimaryCtxGetState(dev, &flags, &active);
+	if (r != 0) return r;
+	if (!active && flags != VIGIL_CTX_FLAGS) {
+		r = vcu.DevicePrimaryCtxSetFlags(dev, VIGIL_CTX_FLAGS);
+		if (r != 0) return r;
+	}
+	r = vcu.DevicePrimaryCtxRetain(&c, dev);
 	*ctx = (uintptr_t)c;
 	return r;
 }

@@ -18,7 +18,9 @@ type Context struct {
 }
 
 // Primary retains the primary context of the device of the given ordinal
-// (cuDevicePrimaryCtxRetain), creating it if no one holds it. Each
+// (cuDevicePrimaryCtxRetain), creating it if no one holds it. A context
+// vigil creates gets CU_CTX_SCHED_BLOCKING_SYNC (cuDevicePrimaryCtxSetFlags),
+// the flags FFmpeg's NVDEC device context needs to share it. Each
 // successful call needs its own Release. It returns Init's error, or an
 // *Error (CUDA_ERROR_INVALID_DEVICE for an ordinal out of range).
 func Primary(ordinal int) (*Context, error) {

@@ -113,6 +113,22 @@ CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
 	return 0;
 }
 
+static unsigned int ctx_flags;
+
+CUresult cuDevicePrimaryCtxGetState(int dev, unsigned int *flags, int *active) {
+	if (dev != 0) return 101;
+	*flags = ctx_flags;
+	*active = retained > 0;
+	return 0;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(int dev, unsigned int flags) {
+	if (dev != 0) return 101;
+	if (retained > 0) return 708; /* CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, as old drivers did */
+	ctx_flags = flags;
+	return 0;
+}
+
 CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
 	if (dev != 0) return 101;
 	if (__sync_fetch_and_sub(&retained, 1) <= 0) return 201;
