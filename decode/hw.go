@@ -85,6 +85,12 @@ func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string, sur
 		return pfs[0] // software
 	})
 	cc.SetExtraHardwareFrames(surfaces)
+	// One decoder thread: with frame threads FFmpeg calls get_format on a
+	// per-thread copy of the codec context, which go-astiav v0.16.0's
+	// callback table (keyed by the context) does not know, so it answers
+	// AV_PIX_FMT_NONE and every slice fails ("decode_slice_header error",
+	// seen on the H200). NVDEC does the decoding work anyway.
+	cc.SetThreadCount(1)
 	return nil
 }
 

@@ -125,6 +125,13 @@ func inspect(o Options) (Adapter, Binding, []ort.InputOutputInfo, error) {
 	if err != nil {
 		return nil, Binding{}, nil, fmt.Errorf("model %s: %w", o.Path, err)
 	}
+	// Outputs are read as float32 by every engine.
+	for _, x := range outs {
+		if x.DataType != ort.TensorElementDataTypeFloat {
+			return nil, Binding{}, nil, fmt.Errorf("model %s: output %s has element type %v; vigil reads float32 outputs: %w",
+				o.Path, x.Name, x.DataType, ErrModelMismatch)
+		}
+	}
 	return ad, bind, ins, nil
 }
 

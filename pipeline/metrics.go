@@ -75,10 +75,12 @@ type Metrics struct {
 	BatchWait   prometheus.Histogram
 	EngineBatch *prometheus.HistogramVec
 	// GPU engine, per batch, timed with CUDA events:
-	// vigil_gpu_batch_stage_seconds{model,batch,stage} with stage h2d (frame
-	// upload from pinned memory), preprocess (the NVRTC kernels), infer (the
-	// ONNX Runtime run) and d2h (output download); and the host time spent
-	// launching the run, vigil_gpu_launch_seconds{model,batch}.
+	// vigil_gpu_batch_stage_seconds{model,batch,stage} with stage host
+	// (staging into pinned memory, host clock), h2d (frame upload from
+	// pinned memory), preprocess (the NVRTC kernels), infer (the ONNX
+	// Runtime run) and d2h (output download); and the host time of ONNX
+	// Runtime's Run call, which returns when the run is done on the GPU,
+	// vigil_gpu_launch_seconds{model,batch}.
 	GPUStage  *prometheus.HistogramVec
 	GPULaunch *prometheus.HistogramVec
 }
@@ -140,11 +142,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
 	}, []string{"batch"})
 	m.GPUStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "vigil_gpu_batch_stage_seconds", Help: "GPU engine time per batch by stage (h2d, preprocess, infer, d2h), from CUDA events.",
+		Name: "vigil_gpu_batch_stage_seconds", Help: "GPU engine time per batch by stage: host (staging, host clock), h2d, preprocess, infer, d2h (CUDA events).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	}, []string{"model", "batch", "stage"})
 	m.GPULaunch = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "vigil_gpu_launch_seconds", Help: "Host time to enqueue one ONNX Runtime run on the GPU (a CUDA graph replay when enabled).",
+		Name: "vigil_gpu_launch_seconds", Help: "Host time of one ONNX Runtime Run call on the GPU engine (it returns when the run is done on the GPU).",
 		Buckets: prometheus.ExponentialBuckets(0.000001, 2, 18),
 	}, []string{"model", "batch"})
 	if reg != nil {

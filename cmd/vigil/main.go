@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -282,6 +283,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
+	if *gpuMode && *sweep {
+		return &app.BadInputError{Err: errors.New("--gpu and --sweep are separate benchmarks; give one (the sweep uses the GPU engine when infer.provider allows it)")}
+	}
 	if *gpuMode {
 		g := app.GPUBenchOptions{Source: o.Source, Duration: o.Duration}
 		g.Models = []string{o.Model}
@@ -290,8 +294,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, b := range strings.Split(*batches, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(b))
-			if err != nil || n < 1 || n > 64 {
-				return &app.BadInputError{Err: fmt.Errorf("--batches %q: want sizes 1 to 64, comma-separated", *batches)}
+			if err != nil || n < 1 || n > 64 || slices.Contains(g.Batches, n) {
+				return &app.BadInputError{Err: fmt.Errorf("--batches %q: want distinct sizes 1 to 64, comma-separated", *batches)}
 			}
 			g.Batches = append(g.Batches, n)
 		}

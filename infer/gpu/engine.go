@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +71,9 @@ type BatchTimes struct {
 	// Size is the number of frames in the batch; Batch the engine's fixed
 	// batch size.
 	Size, Batch int
+	// Host: staging on the host (copying planes into pinned memory, or
+	// swscale for frames that are not 4:2:0), host clock.
+	Host time.Duration
 	// H2D: the upload of the frames' planes from pinned memory.
 	H2D time.Duration
 	// Compute: preprocessing kernels plus the ONNX Runtime run, on the
@@ -106,17 +111,21 @@ type Engine struct {
 	down    *cuda.Stream
 	pre     *Preprocessor
 	sess    *ortdev.Session
+	choice  string
 
 	input    *cuda.DeviceBuffer   // [Batch, ...] model input, bound
 	outputs  []*cuda.DeviceBuffer // model outputs, bound
 	outBytes []int
 	itemIn   int // bytes of one item's input
 
-	slots   chan *slot
-	all     []*slot
-	compMu  sync.Mutex // orders kernel+run+D2D sequences on compute
-	closeMu sync.Mutex
-	closed  bool
+	slots chan *slot
+	all   []*slot
+	// resizeMu serialises the Resizer (decode.Scaler is not safe for
+	// concurrent use) across the batches in flight.
+	resizeMu sync.Mutex
+	compMu   sync.Mutex // orders kernel+run+D2D sequences on compute
+	closeMu  sync.Mutex
+	closed   bool
 }
 
 var _ pipeline.Engine = (*Engine)(nil)
@@ -149,7 +158,7 @@ type slot struct {
 
 // Open initialises CUDA on o.Device, compiles the kernels, opens the ONNX
 // Runtime session (chain o.Providers) on its compute stream with I/O bound
-// to device buffers, allocates the slots and warms up (three runs, so that
+// to device buffers, allocates the slots and warms up (five runs, so that
 // a CUDA-graph session has captured its graph). infer.InitRuntime and
 // ortdev.Init must have succeeded. Errors wrap cuda.ErrNoDriver (no
 // driver), cuda.ErrNoNVRTC, the model errors of infer.Describe, or say that
@@ -183,7 +192,7 @@ func Open(o Options) (*Engine, error) {
 	gpuMu.Unlock()
 	if err != nil {
 		e.Close()
-		return nil, fmt.Errorf("model %s on GPU %d: %w", o.Path, o.Device, err)
+		return nil, fmt.Errorf("GPU %d: %w", o.Device, err)
 	}
 	return e, nil
 }
@@ -222,15 +231,7 @@ func (e *Engine) open() error {
 		trt.ProfileShapes = ortdev.FixedProfile(b.Input, inShape)
 	}
 	trt.CUDAGraph = trt.CUDAGraph || e.o.CUDAGraph
-	e.sess, err = ortdev.Open(ortdev.Options{Model: e.o.Path, Providers: e.o.Providers, DeviceID: e.o.Device,
-		ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TensorRT: trt})
-	if err != nil {
-		return err
-	}
-	if err := e.sess.BindDevice(b.Input, false, uintptr(e.input.Ptr()), e.input.Len(), inShape, e.elem()); err != nil {
-		return err
-	}
-	for i, name := range b.Outputs {
+	for i := range b.Outputs {
 		n := 4
 		for _, d := range b.OutShapes[i] {
 			n *= int(d)
@@ -241,31 +242,53 @@ func (e *Engine) open() error {
 		}
 		e.outputs = append(e.outputs, buf)
 		e.outBytes = append(e.outBytes, n)
-		if err := e.sess.BindDevice(name, true, uintptr(buf.Ptr()), n, b.OutShapes[i], ortdev.Float32); err != nil {
+	}
+	// Down the provider chain: a provider whose session opens but cannot
+	// bind or run (a TensorRT build failure, say) gives way to the next.
+	var skipped []string
+	for k := 0; k < len(e.o.Providers); {
+		sess, err := ortdev.Open(ortdev.Options{Model: e.o.Path, Providers: e.o.Providers[k:], DeviceID: e.o.Device,
+			ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TensorRT: trt})
+		if err != nil {
+			if len(skipped) > 0 {
+				return fmt.Errorf("%s; %w", strings.Join(skipped, "; "), err)
+			}
 			return err
 		}
-	}
-	// Zero input, then warm up: ORT's CUDA graph is captured on the run
-	// after its first two (allocation and planning).
-	if err := e.ctx.MemsetD8Async(e.input.Ptr(), 0, e.input.Len(), e.compute); err != nil {
-		return err
-	}
-	for range 5 {
-		if err := e.sess.Run(); err != nil {
-			return fmt.Errorf("warm-up run: %w", err)
+		err = e.warmUp(sess, inShape)
+		if err == nil {
+			e.sess = sess
+			e.choice = sess.Choice()
+			if len(skipped) > 0 {
+				// "execution provider P (first choice)" or "(<reasons>)":
+				// put the reasons of the providers that failed here first.
+				head, reasons, _ := strings.Cut(strings.TrimSuffix(e.choice, ")"), " (")
+				all := skipped
+				if reasons != "first choice" {
+					all = append(all, reasons)
+				}
+				e.choice = head + " (" + strings.Join(all, "; ") + ")"
+			}
+			break
 		}
-		if err := e.compute.Synchronize(); err != nil {
-			return err
+		sess.Close()
+		used := slices.Index(e.o.Providers, sess.Provider())
+		skipped = append(skipped, fmt.Sprintf("%s unavailable: %v", sess.Provider(), err))
+		if used < 0 || used+1 >= len(e.o.Providers) {
+			return errors.New(strings.Join(skipped, "; "))
 		}
+		k = used + 1
 	}
 	e.slots = make(chan *slot, e.o.Slots)
 	for range e.o.Slots {
 		s, err := e.newSlot()
+		if s != nil {
+			e.all = append(e.all, s) // Close frees what it holds
+			e.slots <- s
+		}
 		if err != nil {
 			return err
 		}
-		e.all = append(e.all, s)
-		e.slots <- s
 	}
 	return nil
 }
@@ -278,10 +301,10 @@ func (e *Engine) newSlot() (*slot, error) {
 	}
 	var err error
 	if s.outDev, err = e.ctx.Alloc(total); err != nil {
-		return nil, err
+		return s, err
 	}
 	if s.outHost, err = e.ctx.AllocHost(total); err != nil {
-		return nil, err
+		return s, err
 	}
 	off := 0
 	for _, n := range e.outBytes {
@@ -290,11 +313,11 @@ func (e *Engine) newSlot() (*slot, error) {
 	}
 	for _, ev := range []**cuda.Event{&s.up0, &s.up1, &s.c0, &s.p1, &s.c1, &s.d0, &s.d1} {
 		if *ev, err = e.ctx.NewEvent(true); err != nil {
-			return nil, err
+			return s, err
 		}
 	}
 	if s.nv, err = e.ctx.NewEvent(false); err != nil {
-		return nil, err
+		return s, err
 	}
 	return s, nil
 }
@@ -313,12 +336,17 @@ func (e *Engine) ensure(s *slot, n int) error {
 		s.dev.Free()
 		s.host, s.dev = nil, nil
 	}
-	var err error
-	if s.host, err = e.ctx.AllocHost(n); err != nil {
+	host, err := e.ctx.AllocHost(n)
+	if err != nil {
 		return err
 	}
-	s.dev, err = e.ctx.Alloc(n)
-	return err
+	dev, err := e.ctx.Alloc(n)
+	if err != nil {
+		host.Free() // leave the slot empty: the next batch tries again
+		return err
+	}
+	s.host, s.dev = host, dev
+	return nil
 }
 
 // Model returns the model name.
@@ -336,8 +364,36 @@ func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
 // Provider is the execution provider the session runs on.
 func (e *Engine) Provider() ortdev.Provider { return e.sess.Provider() }
 
-// Choice is the provider line to log (see ortdev.Session.Choice).
-func (e *Engine) Choice() string { return e.sess.Choice() }
+// Choice is the provider line to log: the provider taken and why the ones
+// before it in the chain were not (see ortdev.Session.Choice).
+func (e *Engine) Choice() string { return e.choice }
+
+// warmUp binds the engine's device buffers to sess and runs it five times
+// on a zeroed input: ORT allocates and plans on the first runs and, with
+// CUDA graphs on, captures its graph on one of the next.
+func (e *Engine) warmUp(sess *ortdev.Session, inShape []int64) error {
+	b := e.bind
+	if err := sess.BindDevice(b.Input, false, uintptr(e.input.Ptr()), e.input.Len(), inShape, e.elem()); err != nil {
+		return err
+	}
+	for i, name := range b.Outputs {
+		if err := sess.BindDevice(name, true, uintptr(e.outputs[i].Ptr()), e.outBytes[i], b.OutShapes[i], ortdev.Float32); err != nil {
+			return err
+		}
+	}
+	if err := e.ctx.MemsetD8Async(e.input.Ptr(), 0, e.input.Len(), e.compute); err != nil {
+		return err
+	}
+	for range 5 {
+		if err := sess.Run(); err != nil {
+			return fmt.Errorf("warm-up run: %w", err)
+		}
+		if err := e.compute.Synchronize(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Detect implements pipeline.Engine with a batch of one.
 func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
@@ -359,9 +415,10 @@ type staged struct {
 // DetectBatch runs up to Batch() images in one execution, as
 // infer.Engine.DetectBatch does: image i goes to item i; unused items keep
 // old contents and their outputs are ignored. Stage times: Preprocess is
-// the host staging plus the GPU kernels, Infer the ORT run on the GPU
+// the host staging, the upload and the GPU kernels, Infer the ORT run on the GPU
 // (CUDA events), Postprocess the decoding on the host; the wait for a free
-// slot counts as Queue. Errors: too many images, a frame format the engine
+// slot counts as Queue; all but Postprocess are the batch's, the same for
+// every frame of it. Errors: too many images, a frame format the engine
 // cannot take, CUDA or ORT errors.
 func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
 	if len(imgs) > e.bind.Batch || len(sts) != len(imgs) || len(dsts) != len(imgs) {
@@ -389,7 +446,7 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 			s.itemOut[k] = o[i*per : (i+1)*per]
 		}
 		dsts[i] = e.adapter.Decode(s.itemOut, s.lbs[i], dsts[i][:0])
-		sts[i].Preprocess = bt.Preprocess + bt.H2D
+		sts[i].Preprocess = bt.Host + bt.H2D + bt.Preprocess
 		sts[i].Infer = bt.Compute - bt.Preprocess
 		sts[i].Postprocess = time.Since(ti)
 	}
@@ -401,6 +458,7 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 
 func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	bt := BatchTimes{Size: len(imgs), Batch: e.bind.Batch}
+	th := time.Now()
 	// Stage 1 (host): copy each frame's planes into the pinned slot.
 	st := make([]staged, len(imgs))
 	need := 0
@@ -447,7 +505,10 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 		}
 		if !st[i].yuv {
 			n := lb.ContentW * lb.ContentH * 3
-			if err := e.o.Resizer.Resize(img, lb.ContentW, lb.ContentH, e.adapter.Format().Order, buf[off:off+n]); err != nil {
+			e.resizeMu.Lock()
+			err := e.o.Resizer.Resize(img, lb.ContentW, lb.ContentH, e.adapter.Format().Order, buf[off:off+n])
+			e.resizeMu.Unlock()
+			if err != nil {
 				return bt, err
 			}
 			st[i].off = off
@@ -472,6 +533,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	// The copies into pinned memory are the host's share of a batch (21 MB
 	// for 32 SD frames); spread them over the cores.
 	parallel(len(jobs), func(j int) { copyPlane(jobs[j].dst, jobs[j].src, jobs[j].stride, jobs[j].w, jobs[j].h) })
+	bt.Host = time.Since(th)
 	// Stage 2 (copy stream): upload.
 	if err := e.up0rec(s, off); err != nil {
 		return bt, err

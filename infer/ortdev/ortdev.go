@@ -347,11 +347,17 @@ func open(o Options, p Provider) (*Session, error) {
 	if o.TensorRT.INT8 && o.TensorRT.INT8CalibrationTable == "" && p == TensorRT {
 		return nil, errors.New("INT8 needs a calibration table (tensorrt.int8_calibration_table)")
 	}
-	opts := ProviderOptions(o, p)
-	var keys, vals []string
-	for k, v := range opts {
-		keys = append(keys, k)
-		vals = append(vals, v)
+	kv := func(m map[string]string) (keys, vals []string) {
+		for k, v := range m {
+			keys = append(keys, k)
+			vals = append(vals, v)
+		}
+		return keys, vals
+	}
+	keys, vals := kv(ProviderOptions(o, p))
+	var ckeys, cvals []string
+	if p == TensorRT { // the CUDA provider behind TensorRT gets the same stream and settings
+		ckeys, cvals = kv(ProviderOptions(o, CUDA))
 	}
 	sopts := map[string]string{}
 	for k, v := range o.SessionConfig {
@@ -363,17 +369,25 @@ func open(o Options, p Provider) (*Session, error) {
 		svals = append(svals, v)
 	}
 	ck, cv, csk, csv := newCStrings(keys), newCStrings(vals), newCStrings(skeys), newCStrings(svals)
-	defer func() { ck.free(); cv.free(); csk.free(); csv.free() }()
-	ak, av, ask, asv := ck.carray(), cv.carray(), csk.carray(), csv.carray()
+	cck, ccv := newCStrings(ckeys), newCStrings(cvals)
 	defer func() {
-		for _, a := range []**C.char{ak, av, ask, asv} {
+		ck.free()
+		cv.free()
+		csk.free()
+		csv.free()
+		cck.free()
+		ccv.free()
+	}()
+	ak, av, ask, asv, ack, acv := ck.carray(), cv.carray(), csk.carray(), csv.carray(), cck.carray(), ccv.carray()
+	defer func() {
+		for _, a := range []**C.char{ak, av, ask, asv, ack, acv} {
 			C.free(unsafe.Pointer(a))
 		}
 	}()
 	cm := C.CString(o.Model)
 	defer C.free(unsafe.Pointer(cm))
 	s := &Session{provider: p, device: o.DeviceID}
-	if e := C.vg_open(cm, code, ak, av, C.int(len(keys)), ask, asv, C.int(len(skeys)), C.int(o.IntraOpThreads), &s.s); e != nil {
+	if e := C.vg_open(cm, code, ak, av, C.int(len(keys)), ack, acv, C.int(len(ckeys)), ask, asv, C.int(len(skeys)), C.int(o.IntraOpThreads), &s.s); e != nil {
 		return nil, errors.New(takeMsg(e))
 	}
 	if o.NoSync && p != CPU {

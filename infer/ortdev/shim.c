@@ -85,6 +85,7 @@ static char *append_provider(OrtSessionOptions *so, int provider, const char **k
 }
 
 char *vg_open(const char *model, int provider, const char **keys, const char **vals, int nopts,
+              const char **ckeys, const char **cvals, int ncopts,
               const char **skeys, const char **svals, int nsopts, int intra_threads, vg_session **out) {
 	*out = NULL;
 	if (api == NULL) return dupmsg("ortdev: Init has not succeeded");
@@ -96,13 +97,7 @@ char *vg_open(const char *model, int provider, const char **keys, const char **v
 	if (e == NULL) e = append_provider(so, provider, keys, vals, nopts);
 	// TensorRT takes what it can; the CUDA EP, appended after it, runs the
 	// rest on the GPU rather than on the CPU.
-	if (e == NULL && provider == 2) {
-		const char *k[1] = {"device_id"};
-		const char *v[1] = {"0"};
-		for (int i = 0; i < nopts; i++)
-			if (strcmp(keys[i], "device_id") == 0) v[0] = vals[i];
-		e = append_provider(so, 1, k, v, 1);
-	}
+	if (e == NULL && provider == 2) e = append_provider(so, 1, ckeys, cvals, ncopts);
 	vg_session *s = NULL;
 	if (e == NULL) {
 		s = calloc(1, sizeof *s);

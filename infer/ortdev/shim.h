@@ -11,7 +11,10 @@ typedef struct vg_session vg_session;
 
 char *vg_init(const char *lib_path);
 // provider: 0 cpu, 1 cuda, 2 tensorrt. keys/vals: provider options.
+// provider 2 (tensorrt) also appends the CUDA provider with ckeys/cvals,
+// for the nodes TensorRT does not take.
 char *vg_open(const char *model, int provider, const char **keys, const char **vals, int nopts,
+              const char **ckeys, const char **cvals, int ncopts,
               const char **skeys, const char **svals, int nsopts, int intra_threads, vg_session **out);
 char *vg_bind(vg_session *s, int output, const char *name, int on_device, int device_id, uintptr_t ptr,
               size_t bytes, const int64_t *shape, size_t ndim, int elem_type);

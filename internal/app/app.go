@@ -98,6 +98,9 @@ type engines struct {
 	runBatcher func(*pipeline.Batcher)
 	cfg        *config.Config
 	scs        []*decode.Scaler
+	// loadedLog, once logLoaded ran, logs engines opened later (streams
+	// added through the API, priority pools, batched copies).
+	loadedLog *zap.Logger
 }
 
 func newEngines(c *config.Config) *engines {
@@ -129,7 +132,10 @@ func (e *engines) batchEngines(ref, pool string, base detector) ([]pipeline.Batc
 			continue
 		}
 		file := strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
-		eng, err := e.instance(file, pool+"#b"+strconv.Itoa(n))
+		// The copy keeps the model's name, adapter and thresholds.
+		mb := m
+		mb.File = file
+		eng, err := e.instanceOf(mb, m.Name+"#"+pool+"#b"+strconv.Itoa(n), pool)
 		if err != nil {
 			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
 		}
@@ -218,10 +224,17 @@ func (e *engines) logLoaded(log *zap.Logger) {
 	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()),
 		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", e.cfg.Infer.Provider))
 	for key, eng := range e.byName {
-		w, h := eng.InputSize()
-		log.Info("model loaded: "+e.choices[key], zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
-			zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch()))
+		logEngine(log, eng, e.choices[key])
 	}
+	e.loadedLog = log
+}
+
+// logEngine is the one line per engine: which execution provider it got
+// and why.
+func logEngine(log *zap.Logger, eng detector, choice string) {
+	w, h := eng.InputSize()
+	log.Info("model loaded: "+choice, zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
+		zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch()))
 }
 
 func (e *engines) get(ref string) (detector, error) { return e.instance(ref, "") }
@@ -244,6 +257,19 @@ func (e *engines) instance(ref, pool string) (detector, error) {
 	if pool != "" {
 		key += "#" + pool
 	}
+	return e.openLocked(m, key, pool)
+}
+
+// instanceOf is instance for an already resolved model under its own key.
+func (e *engines) instanceOf(m infer.Model, key, pool string) (detector, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.openLocked(m, key, pool)
+}
+
+// openLocked returns the engine under key, opening m on first use; e.mu
+// is held.
+func (e *engines) openLocked(m infer.Model, key, pool string) (detector, error) {
 	if eng, ok := e.byName[key]; ok {
 		return eng, nil
 	}
@@ -256,6 +282,9 @@ func (e *engines) instance(ref, pool string) (detector, error) {
 	e.byName[key] = eng
 	e.choices[key] = choice
 	e.scs = append(e.scs, sc)
+	if e.loadedLog != nil {
+		logEngine(e.loadedLog, eng, choice)
+	}
 	return eng, nil
 }
 
@@ -284,11 +313,21 @@ func (e *engines) open(m infer.Model, pool string, sc *decode.Scaler) (detector,
 		if trt.TimingCacheDir == "" {
 			trt.TimingCacheDir = trt.EngineCacheDir
 		}
+		// ONNX Runtime 1.29 captures CUDA graphs in global capture mode, at
+		// runs of its choosing; NVDEC's CUDA calls on FFmpeg's decoder
+		// threads then invalidate the capture (seen on the H200:
+		// cudaErrorStreamCaptureInvalidated, then illegal memory accesses).
+		// With NVDEC decoding, runs are eager.
+		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && e.cfg.Decode.HWAccel == "none"
 		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-			IoUThreshold: m.IoUThreshold, Device: ic.Device, Providers: chain, CUDAGraph: ic.CUDAGraph == nil || *ic.CUDAGraph,
+			IoUThreshold: m.IoUThreshold, Device: ic.Device, Providers: chain, CUDAGraph: graph,
 			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
 		if err == nil {
-			return g, g.Choice(), nil
+			choice := g.Choice()
+			if !graph && (ic.CUDAGraph == nil || *ic.CUDAGraph) {
+				choice += "; CUDA graphs off: they conflict with decode.hwaccel " + e.cfg.Decode.HWAccel
+			}
+			return g, choice, nil
 		}
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, infer.ErrModelMismatch) {
 			return nil, "", badInput(err)
@@ -326,6 +365,7 @@ func (e *engines) observeGPU(model string) func(gpu.BatchTimes) {
 			return
 		}
 		b := strconv.Itoa(bt.Batch)
+		m.GPUStage.WithLabelValues(model, b, "host").Observe(bt.Host.Seconds())
 		m.GPUStage.WithLabelValues(model, b, "h2d").Observe(bt.H2D.Seconds())
 		m.GPUStage.WithLabelValues(model, b, "preprocess").Observe(bt.Preprocess.Seconds())
 		m.GPUStage.WithLabelValues(model, b, "infer").Observe((bt.Compute - bt.Preprocess).Seconds())

@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -31,7 +32,8 @@ type GPUBenchOptions struct {
 	Models []string
 	// Batches are the batch sizes to measure (default 1, 8, 32).
 	Batches []int
-	// Duration of each timed phase (default 2 s).
+	// Duration of each timed phase (default 2 s; the CLI's --duration
+	// default is 3 s).
 	Duration time.Duration
 }
 
@@ -84,6 +86,17 @@ func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Wr
 	chain := gpuChain(c.Infer.Provider)
 	if chain == nil {
 		return nil, badInput(errors.New("bench --gpu: infer.provider is cpu"))
+	}
+	for _, name := range o.Models {
+		if _, err := c.ResolveModel(name); err != nil {
+			return nil, badInput(err)
+		}
+	}
+	if err := cuda.Init(); err != nil {
+		if errors.Is(err, cuda.ErrNoDriver) {
+			return nil, errors.New("bench --gpu needs an NVIDIA GPU and its driver: libcuda.so.1 could not be loaded on this machine")
+		}
+		return nil, fmt.Errorf("bench --gpu: %w", err)
 	}
 	maxB := slices.Max(o.Batches)
 	frames, err := grabFrames(ctx, o.Source, maxB)

@@ -173,3 +173,24 @@ func TestBatchingInService(t *testing.T) {
 	t.Logf("%.0f executions carried %.0f frames", executions, frames)
 	require.GreaterOrEqual(t, frames, executions)
 }
+
+// Batched copies keep a named model's settings: with score_threshold 0.999
+// nothing on Megamind passes, at batch 1 or in the batch-4 copy, and the
+// logs name the model, not the copy's file.
+func TestBatchedCopiesKeepModelSettings(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "infer: {batch_sizes: [1, 4]}\n"+
+		"models: [{name: strict, path: face_detection_front_128x128_barracuda.onnx, score_threshold: 0.999}]\n"+
+		"pipeline: {progress_interval: 0s, max_queue_delay_us: 3000}\n")
+	for i := 0; i < 4; i++ {
+		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("s%d", i), "Megamind.avi", `,"model":"strict"`))
+		require.Equal(t, http.StatusCreated, code, string(b))
+	}
+	require.Eventually(t, func() bool {
+		return metricValue(t, v, "vigil_batch_size_count") > 30
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Greater(t, metricValue(t, v, "vigil_batch_size_sum"), metricValue(t, v, "vigil_batch_size_count"), "some batches above 1")
+	require.Zero(t, metricValue(t, v, "vigil_detections_total"), "the copies must use score_threshold 0.999")
+	logs := v.logs.String()
+	require.Contains(t, logs, `"model":"strict","adapter":"blazeface","input_width":128,"input_height":128,"batch":4`)
+	require.NotContains(t, logs, `barracuda.b4`)
+}

@@ -139,8 +139,8 @@ type TensorRT struct {
 	INT8 bool `yaml:"int8"`
 	// INT8CalibrationTable is the calibration table file (needed by int8).
 	INT8CalibrationTable string `yaml:"int8_calibration_table"`
-	// EngineCacheDir keeps built engines (default <data_dir>/trt-cache
-	// when data_dir is set; empty: no cache).
+	// EngineCacheDir keeps built engines (empty, the default: no cache;
+	// every start builds them again).
 	EngineCacheDir string `yaml:"engine_cache_dir"`
 	// TimingCacheDir keeps TensorRT's layer timings (default: EngineCacheDir).
 	TimingCacheDir string `yaml:"timing_cache_dir"`
@@ -302,7 +302,7 @@ var (
 	reUnknown = regexp.MustCompile(`line (\d+): field (\S+) not found in type config\.(\w+)`)
 	sections  = map[string]string{
 		"Config": "top level", "API": "api", "Log": "log", "Metrics": "metrics", "NATS": "nats", "Infer": "infer",
-		"Pipeline": "pipeline", "Model": "models[]", "Stream": "streams[]",
+		"Pipeline": "pipeline", "Model": "models[]", "Stream": "streams[]", "TensorRT": "infer.tensorrt", "Decode": "decode",
 	}
 )
 

@@ -65,9 +65,17 @@ streams:
 func TestUnknownKeysAndBadValues(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"nats: {urll: x}\n", `line 1: unknown key "urll" in nats`},
+		{"infer: {tensorrt: {fp17: true}}\n", `line 1: unknown key "fp17" in infer.tensorrt`},
+		{"decode: {hwacel: cuda}\n", `line 1: unknown key "hwacel" in decode`},
 		{"streams:\n  - id: a\n    loop: sometimes\n", "line 3"},
 		{"streams:\n  - {id: a, url: /x, stall_timeout: soon}\n", `"soon" is not a duration`},
 		{"streams: [\n", "did not find expected node content"},
+		{"infer: {provider: vulkan}\n", `infer.provider: "vulkan": want auto, tensorrt, cuda or cpu`},
+		{"infer: {slots: 0}\n", "infer.slots: 0: want 1 to 16"},
+		{"infer: {device: -1}\n", "infer.device: -1"},
+		{"infer: {tensorrt: {int8: true}}\n", "infer.tensorrt.int8_calibration_table: int8 needs a calibration table file"},
+		{"decode: {hwaccel: vaapi}\n", `decode.hwaccel: "vaapi": want auto, cuda or none`},
+		{"decode: {hw_surfaces: 0}\n", "decode.hw_surfaces: 0: want 1 to 64"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "c.yaml")
 		require.Error(t, err, tc.yaml)

@@ -34,7 +34,7 @@ func initDriver(lib string) error {
 	case 0:
 	case 1:
 		return &wrapped{
-			msg:  fmt.Sprintf("%v (%s: %s); GPU features need an NVIDIA driver; vigil falls back to the CPU", ErrNoDriver, lib, msg),
+			msg:  fmt.Sprintf("%v (%s); GPU features need an NVIDIA driver; vigil falls back to the CPU", ErrNoDriver, withLib(lib, msg)),
 			errs: []error{ErrNoDriver},
 		}
 	default:
@@ -196,4 +196,13 @@ func NVRTCVersion() (major, minor int, err error) {
 		return 0, 0, nvrtcError("nvrtcVersion", r, "")
 	}
 	return major, minor, nil
+}
+
+// withLib prefixes a dlerror text with the library name unless it already
+// starts with it (glibc's does: "libcuda.so.1: cannot open ...").
+func withLib(lib, msg string) string {
+	if strings.HasPrefix(msg, lib) {
+		return msg
+	}
+	return lib + ": " + msg
 }
