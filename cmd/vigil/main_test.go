@@ -67,6 +67,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"streams[0].id", `"a.b"`}},
 		{"unknown flag", []string{"detect", "--frames", "3", megamind}, []string{"flag provided but not defined: -frames"}},
 		{"shapes waste limit", []string{"shapes", "--max-waste", "120"}, []string{"--max-waste 120", "0 to 100"}},
+		{"shapes waste NaN", []string{"shapes", "--max-waste", "nan"}, []string{"--max-waste NaN", "0 to 100"}},
+		{"shapes timeout without probe", []string{"shapes", "--timeout", "3s"}, []string{"--timeout applies to --probe only"}},
 		{"shapes probe timeout", []string{"shapes", "--probe", "--timeout", "0s"}, []string{"--timeout 0s", "positive"}},
 		{"shapes API URL", []string{"shapes", "--api", "ftp://cam"}, []string{`--api "ftp://cam"`}},
 		{"shapes bad config", []string{"shapes", "--config", writeConfig(t, "infer: {batch_sizes: [0]}\n")}, []string{"infer.batch_sizes"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -67,11 +68,18 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	if o.MaxWaste < 0 || o.MaxWaste > 100 {
+	if !(o.MaxWaste >= 0 && o.MaxWaste <= 100) { // also refuses NaN
 		return &app.BadInputError{Err: fmt.Errorf("--max-waste %g: want a percentage from 0 to 100", o.MaxWaste)}
 	}
 	if o.Timeout <= 0 {
 		return &app.BadInputError{Err: fmt.Errorf("--timeout %s: must be positive", o.Timeout)}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"timeout", "nats"} {
+		if set[name] && !o.Probe {
+			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --probe only", name)}
+		}
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
