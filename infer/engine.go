@@ -227,12 +227,7 @@ func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
 // img in slot 0 (the other slots are padding). Errors come from the
 // Resizer or from ORT's Run.
 func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
-	one, oneSt, oneDst := [1]pipeline.Image{img}, [1]*pipeline.StageTimes{st}, [1][]pipeline.Detection{dst}
-	out, err := e.DetectBatch(one[:], oneSt[:], oneDst[:])
-	if err != nil {
-		return dst, err
-	}
-	return out[0], nil
+	return pipeline.DetectOne(e, img, st, dst)
 }
 
 // Batch returns the model's fixed batch size.

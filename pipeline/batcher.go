@@ -16,6 +16,18 @@ type BatchEngine interface {
 	DetectBatch(imgs []Image, sts []*StageTimes, dsts [][]Detection) ([][]Detection, error)
 }
 
+// DetectOne runs one image through a batch engine (as a batch of one) and
+// returns its detections, appended to dst[:0]; on error it returns dst.
+// Engines use it to implement Engine.Detect with DetectBatch.
+func DetectOne(e BatchEngine, img Image, st *StageTimes, dst []Detection) ([]Detection, error) {
+	one, oneSt, oneDst := [1]Image{img}, [1]*StageTimes{st}, [1][]Detection{dst}
+	out, err := e.DetectBatch(one[:], oneSt[:], oneDst[:])
+	if err != nil {
+		return dst, err
+	}
+	return out[0], nil
+}
+
 // BatcherConfig configures cross-stream dynamic batching.
 type BatcherConfig struct {
 	// Engines are one instance per batch size (e.g. 1, 4 and 8), all of the

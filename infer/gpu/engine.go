@@ -397,12 +397,7 @@ func (e *Engine) warmUp(sess *ortdev.Session, inShape []int64) error {
 
 // Detect implements pipeline.Engine with a batch of one.
 func (e *Engine) Detect(img pipeline.Image, st *pipeline.StageTimes, dst []pipeline.Detection) ([]pipeline.Detection, error) {
-	one, oneSt, oneDst := [1]pipeline.Image{img}, [1]*pipeline.StageTimes{st}, [1][]pipeline.Detection{dst}
-	out, err := e.DetectBatch(one[:], oneSt[:], oneDst[:])
-	if err != nil {
-		return dst, err
-	}
-	return out[0], nil
+	return pipeline.DetectOne(e, img, st, dst)
 }
 
 type staged struct {
