@@ -680,6 +680,12 @@ func copyPlane(dst, src []byte, stride, w, h int) int {
 	return w * h
 }
 
+func (e *Engine) isClosed() bool {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	return e.closed
+}
+
 // Close waits for in-flight batches, then frees the session, buffers,
 // streams and kernels. It is idempotent.
 func (e *Engine) Close() error {
@@ -744,6 +750,9 @@ func (e *Engine) Close() error {
 // time not covered by GPU work (ORT's per-run bookkeeping, kernel or graph
 // launches, the final synchronisation).
 func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
+	if e.isClosed() {
+		return 0, 0, 0, errors.New("gpu: engine closed")
+	}
 	e.compMu.Lock()
 	defer e.compMu.Unlock()
 	s := e.all[0]
@@ -774,6 +783,9 @@ func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
 // the preprocessed frames), as float32 values in the adapter's layout,
 // [Batch, ...]. fp16 inputs are widened. For tests and benchmarks.
 func (e *Engine) InputTensor() ([]float32, error) {
+	if e.isClosed() {
+		return nil, errors.New("gpu: engine closed")
+	}
 	e.compMu.Lock()
 	defer e.compMu.Unlock()
 	if err := e.compute.Synchronize(); err != nil {
