@@ -31,6 +31,7 @@ import (
 	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/hwmon"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -117,7 +118,7 @@ func (e *engines) batching() bool {
 // batchEngines opens (or finds) the engines of every configured batch size
 // for a model and pool: base for size 1, the model's .b<N>.onnx copies for
 // the others. Errors name the missing or mismatched file.
-func (e *engines) batchEngines(ref, pool string, base detector) ([]pipeline.BatchEngine, error) {
+func (e *engines) batchEngines(ref, pool string, dev int, base detector) ([]pipeline.BatchEngine, error) {
 	if ref == "" {
 		ref = e.cfg.Pipeline.DefaultModel
 	}
@@ -135,7 +136,7 @@ func (e *engines) batchEngines(ref, pool string, base detector) ([]pipeline.Batc
 		// The copy keeps the model's name, adapter and thresholds.
 		mb := m
 		mb.File = file
-		eng, err := e.instanceOf(mb, m.Name+"#"+pool+"#b"+strconv.Itoa(n), pool)
+		eng, err := e.instanceOf(mb, engineKey(m.Name, pool, dev)+"#b"+strconv.Itoa(n), pool, dev)
 		if err != nil {
 			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
 		}
@@ -150,7 +151,7 @@ func (e *engines) batchEngines(ref, pool string, base detector) ([]pipeline.Batc
 // batcher returns the running cross-stream batcher of base (the batch-1
 // engine of a model and pool), creating and starting it on first use; nil
 // when batching is off.
-func (e *engines) batcher(ref, pool string, base detector, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
+func (e *engines) batcher(ref, pool string, dev int, base detector, metrics *pipeline.Metrics) (*pipeline.Batcher, error) {
 	if !e.batching() {
 		return nil, nil
 	}
@@ -160,7 +161,7 @@ func (e *engines) batcher(ref, pool string, base detector, metrics *pipeline.Met
 	if b != nil {
 		return b, nil
 	}
-	list, err := e.batchEngines(ref, pool, base)
+	list, err := e.batchEngines(ref, pool, dev, base)
 	if err != nil {
 		return nil, err
 	}
@@ -237,13 +238,26 @@ func logEngine(log *zap.Logger, eng detector, choice string) {
 		zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch()))
 }
 
-func (e *engines) get(ref string) (detector, error) { return e.instance(ref, "") }
+func (e *engines) get(ref string) (detector, error) { return e.instance(ref, "", e.cfg.Infer.Device) }
+
+// engineKey names an engine instance: the model, its pool ("" or "high")
+// and, beyond the first, its device.
+func engineKey(model, pool string, dev int) string {
+	key := model
+	if pool != "" {
+		key += "#" + pool
+	}
+	if dev != 0 {
+		key += "@gpu" + strconv.Itoa(dev)
+	}
+	return key
+}
 
 // instance returns the engine for a model reference. Streams share one
 // engine (and its gate) per model, except that each pool ("high" for
 // priority-high streams) gets its own instance: its own ORT session and
 // gate, so those streams never queue behind bulk ones.
-func (e *engines) instance(ref, pool string) (detector, error) {
+func (e *engines) instance(ref, pool string, dev int) (detector, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ref == "" {
@@ -253,28 +267,24 @@ func (e *engines) instance(ref, pool string) (detector, error) {
 	if err != nil {
 		return nil, badInput(err)
 	}
-	key := m.Name
-	if pool != "" {
-		key += "#" + pool
-	}
-	return e.openLocked(m, key, pool)
+	return e.openLocked(m, engineKey(m.Name, pool, dev), pool, dev)
 }
 
 // instanceOf is instance for an already resolved model under its own key.
-func (e *engines) instanceOf(m infer.Model, key, pool string) (detector, error) {
+func (e *engines) instanceOf(m infer.Model, key, pool string, dev int) (detector, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.openLocked(m, key, pool)
+	return e.openLocked(m, key, pool, dev)
 }
 
 // openLocked returns the engine under key, opening m on first use; e.mu
 // is held.
-func (e *engines) openLocked(m infer.Model, key, pool string) (detector, error) {
+func (e *engines) openLocked(m infer.Model, key, pool string, dev int) (detector, error) {
 	if eng, ok := e.byName[key]; ok {
 		return eng, nil
 	}
 	sc := decode.NewScaler()
-	eng, choice, err := e.open(m, pool, sc)
+	eng, choice, err := e.open(m, pool, dev, sc)
 	if err != nil {
 		sc.Close()
 		return nil, err
@@ -286,6 +296,25 @@ func (e *engines) openLocked(m infer.Model, key, pool string) (detector, error) 
 		logEngine(e.loadedLog, eng, choice)
 	}
 	return eng, nil
+}
+
+// placementDevices are the CUDA ordinals streams are placed on:
+// infer.devices when set, else every visible GPU when the GPU engine may
+// be used, else just infer.device (the CPU engine ignores it).
+func placementDevices(c *config.Config) []int {
+	if len(c.Infer.Devices) > 0 {
+		return c.Infer.Devices
+	}
+	if gpuChain(c.Infer.Provider) != nil && cuda.Init() == nil {
+		if n, err := cuda.DeviceCount(); err == nil && n > 1 {
+			devs := make([]int, n)
+			for i := range devs {
+				devs[i] = i
+			}
+			return devs
+		}
+	}
+	return []int{c.Infer.Device}
 }
 
 // gpuChain is the GPU part of the provider chain infer.provider asks for
@@ -303,7 +332,7 @@ func gpuChain(p string) []ortdev.Provider {
 // open opens model m on the GPU when infer.provider allows it and it works,
 // else on the CPU. It returns the line to log: the provider taken and why
 // the ones before it were not.
-func (e *engines) open(m infer.Model, pool string, sc *decode.Scaler) (detector, string, error) {
+func (e *engines) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (detector, string, error) {
 	ic := e.cfg.Infer
 	var gpuErr error
 	if chain := gpuChain(ic.Provider); chain != nil {
@@ -320,7 +349,7 @@ func (e *engines) open(m infer.Model, pool string, sc *decode.Scaler) (detector,
 		// With NVDEC decoding, runs are eager.
 		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && e.cfg.Decode.HWAccel == "none"
 		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-			IoUThreshold: m.IoUThreshold, Device: ic.Device, Providers: chain, CUDAGraph: graph,
+			IoUThreshold: m.IoUThreshold, Device: dev, Providers: chain, CUDAGraph: graph,
 			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
 		if err == nil {
 			choice := g.Choice()
@@ -424,7 +453,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		if !engs.batching() {
 			continue
 		}
-		if _, err := engs.batchEngines(s.Model, "", eng); err != nil {
+		if _, err := engs.batchEngines(s.Model, "", c.Infer.Device, eng); err != nil {
 			return badInput(fmt.Errorf("infer.batch_sizes: streams[%s]: %w", s.ID, err))
 		}
 	}
@@ -503,7 +532,12 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 
 	stats := pipeline.NewStats()
 	sup := pipeline.NewSupervisor(ctx)
+	devices := placementDevices(&c)
+	if len(devices) > 1 {
+		log.Info("placing streams across GPUs", zap.Ints("devices", devices))
+	}
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup,
+		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {

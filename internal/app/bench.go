@@ -134,7 +134,7 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 			if _, err := os.Stat(file); err != nil {
 				continue
 			}
-			bd, err := engs.instance(file, "bench")
+			bd, err := engs.instance(file, "bench", c.Infer.Device)
 			if err != nil || bd.Batch() != n {
 				continue
 			}

@@ -194,3 +194,32 @@ func TestBatchedCopiesKeepModelSettings(t *testing.T) {
 	require.Contains(t, logs, `"model":"strict","adapter":"blazeface","input_width":128,"input_height":128,"batch":4`)
 	require.NotContains(t, logs, `barracuda.b4`)
 }
+
+// Streams are placed across infer.devices least loaded first, each device
+// with its own engine, and rebalanced when streams go. On a CPU-only
+// machine the devices are only labels (the CPU engine ignores them), which
+// is enough to check the placement and restarts.
+func TestPlacementAcrossDevices(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "infer: {provider: cpu, devices: [0, 1]}\npipeline: {progress_interval: 0s}\n")
+	for i := 0; i < 4; i++ {
+		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("p%d", i), "Megamind.avi", ""))
+		require.Equal(t, http.StatusCreated, code, string(b))
+		v.waitState(fmt.Sprintf("p%d", i), "running", 20*time.Second)
+	}
+	logs := v.logs.String()
+	for i, dev := range []int{0, 1, 0, 1} {
+		require.Contains(t, logs, fmt.Sprintf(`"stream":"p%d","url":`, i))
+		require.Regexp(t, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"p%d","url":"[^"]*","device":%d`, i, dev), logs)
+	}
+	require.Equal(t, 2, strings.Count(logs, `"msg":"model loaded`), "one engine per device")
+	// Remove both streams of device 1: one stream of device 0 moves there.
+	for _, id := range []string{"p1", "p3"} {
+		code, b := v.call("DELETE", "/v1/streams/"+id, "")
+		require.Equal(t, http.StatusNoContent, code, string(b))
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(v.logs.String(), `"msg":"stream moved to rebalance devices","stream":"p0","from":0,"to":1`)
+	}, 10*time.Second, 50*time.Millisecond, v.logs.String())
+	v.waitState("p0", "running", 20*time.Second)
+	v.waitState("p2", "running", 20*time.Second)
+}

@@ -27,6 +27,13 @@ type service struct {
 	stats   *pipeline.Stats
 	sup     *pipeline.Supervisor
 
+	// placer puts streams on devices[i] (CUDA ordinals), least loaded
+	// first; specs keeps each started stream's spec, to restart the ones
+	// a rebalance moves.
+	placer  *pipeline.Placer
+	devices []int
+	specs   map[string]registry.Spec
+
 	mu         sync.Mutex
 	priorities map[string]string // stream id -> priority, for degradation
 	degraded   map[string]bool   // streams switched to their degraded rate
@@ -46,6 +53,7 @@ func (s *service) reconcile(ch registry.Change) {
 			s.metrics.Forget(ch.ID)
 			s.log.Info("stream removed", zap.String("stream", ch.ID))
 		}
+		s.unplace(ch.ID)
 		return
 	}
 	sp := *ch.Spec
@@ -59,17 +67,51 @@ func (s *service) reconcile(ch registry.Change) {
 			s.metrics.Forget(sp.ID)
 			s.log.Info("stream disabled", zap.String("stream", sp.ID))
 		}
+		s.unplace(sp.ID)
 		return
 	}
+	s.start(sp, string(version))
+}
+
+// unplace frees a stream's device and, when that leaves the devices
+// unbalanced, restarts streams on the lighter ones.
+func (s *service) unplace(id string) {
+	if s.placer == nil {
+		return
+	}
+	s.placer.Remove(id)
+	delete(s.specs, id)
+	for _, m := range s.placer.Rebalance() {
+		sp, ok := s.specs[m.Stream]
+		if !ok {
+			continue
+		}
+		s.log.Info("stream moved to rebalance devices", zap.String("stream", m.Stream),
+			zap.Int("from", s.devices[m.From]), zap.Int("to", s.devices[m.To]))
+		version, _ := json.Marshal(sp)
+		s.start(sp, string(version))
+	}
+}
+
+// start (re)starts an enabled stream on its device; the device is part of
+// the version, so a move restarts the stream.
+func (s *service) start(sp registry.Spec, version string) {
+	dev := s.c.Infer.Device
+	if s.placer != nil {
+		weight := sp.FPSLimit // streams weigh their rate limit, or 1 each
+		dev = s.devices[s.placer.Place(sp.ID, weight)]
+		s.specs[sp.ID] = sp
+		version += "@gpu" + strconv.Itoa(dev)
+	}
 	build := func(*pipeline.Status) (pipeline.StreamConfig, error) {
-		cfg, err := s.build(sp)
+		cfg, err := s.build(sp, dev)
 		if err != nil {
 			s.log.Error("stream cannot start", zap.String("stream", sp.ID), zap.Error(err))
 		}
 		return cfg, err
 	}
-	if s.sup.Apply(sp.ID, string(version), build) {
-		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)))
+	if s.sup.Apply(sp.ID, version, build) {
+		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)), zap.Int("device", dev))
 		s.mu.Lock()
 		engaged := s.gov.Engaged()
 		s.mu.Unlock()
@@ -92,7 +134,7 @@ func (s *service) reconcile(ch registry.Change) {
 
 // build makes a stream's pipeline configuration from its spec. Errors (a
 // model that does not load, an invalid stored spec) fail that stream only.
-func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
+func (s *service) build(sp registry.Spec, dev int) (pipeline.StreamConfig, error) {
 	if err := sp.Validate(nil); err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", err)
 	}
@@ -100,11 +142,11 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	if sp.Priority == "high" {
 		pool = "high"
 	}
-	eng, err := s.engs.instance(sp.Model, pool)
+	eng, err := s.engs.instance(sp.Model, pool, dev)
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("model: %w", err)
 	}
-	batcher, err := s.engs.batcher(sp.Model, pool, eng, s.metrics)
+	batcher, err := s.engs.batcher(sp.Model, pool, dev, eng, s.metrics)
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("batching: %w", err)
 	}
@@ -113,7 +155,7 @@ func (s *service) build(sp registry.Spec) (pipeline.StreamConfig, error) {
 	src, err := decode.New(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
 		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
-		HWAccel: decode.HWAccel(s.c.Decode.HWAccel), HWDevice: strconv.Itoa(s.c.Infer.Device), HWSurfaces: s.c.Decode.HWSurfaces,
+		HWAccel: decode.HWAccel(s.c.Decode.HWAccel), HWDevice: strconv.Itoa(dev), HWSurfaces: s.c.Decode.HWSurfaces,
 	})
 	if err != nil {
 		return pipeline.StreamConfig{}, err

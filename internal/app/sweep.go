@@ -90,7 +90,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 			bwg.Add(1)
 			go func() { defer bwg.Done(); b.Run(bctx) }()
 		}
-		if batcher, err = engs.batcher(o.Model, "", eng, nil); err != nil {
+		if batcher, err = engs.batcher(o.Model, "", c.Infer.Device, eng, nil); err != nil {
 			return nil, nil, err
 		}
 		fmt.Fprintf(out, "batching: infer.batch_sizes %v, max queue delay %d µs\n", c.Infer.BatchSizes, c.Pipeline.MaxQueueDelayUS)

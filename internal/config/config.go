@@ -108,8 +108,15 @@ type Infer struct {
 	// falls back along tensorrt → cuda → cpu and logs one line saying which
 	// provider each model got and why.
 	Provider string `yaml:"provider"`
-	// Device is the CUDA device ordinal of the GPU engine (default 0).
+	// Device is the CUDA device ordinal of the GPU engine (default 0) for
+	// one-shot tools (detect, bench) and, when Devices is empty and no GPU
+	// is visible, for vigil run.
 	Device int `yaml:"device"`
+	// Devices are the CUDA device ordinals vigil run places streams on,
+	// least loaded first, sticky, rebalanced when streams come and go;
+	// each has its own engines, CUDA streams and pinned slots. Empty (the
+	// default): every visible GPU.
+	Devices []int `yaml:"devices"`
 	// CUDAGraph replays each GPU run as a CUDA graph (default true).
 	CUDAGraph *bool `yaml:"cuda_graph"`
 	// Slots is the GPU engine's pinned staging slots, i.e. batches in
@@ -461,6 +468,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Infer.Device < 0 {
 		p.add("infer.device", "%d: want a CUDA device ordinal, 0 or more", c.Infer.Device)
+	}
+	for i, d := range c.Infer.Devices {
+		if d < 0 || slices.Contains(c.Infer.Devices[:i], d) {
+			p.add("infer.devices", "%v: want distinct CUDA device ordinals, 0 or more", c.Infer.Devices)
+			break
+		}
 	}
 	if c.Infer.Slots < 1 || c.Infer.Slots > 16 {
 		p.add("infer.slots", "%d: want 1 to 16", c.Infer.Slots)

@@ -1,0 +1,75 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+func TestPlacerLeastLoadedAndSticky(t *testing.T) {
+	p := pipeline.NewPlacer(3)
+	require.Equal(t, 3, p.Devices())
+	// Round robin by load, ties to the lowest index.
+	for i, want := range []int{0, 1, 2, 0, 1, 2} {
+		require.Equal(t, want, p.Place(fmt.Sprintf("s%d", i), 30), "stream %d", i)
+	}
+	// Sticky: placing again does not move it, even if others are lighter.
+	p.Remove("s1")
+	p.Remove("s4") // device 1 now empty
+	require.Equal(t, 0, p.Place("s0", 30))
+	require.Equal(t, 1, p.Place("new", 30), "new streams go to the least loaded")
+	require.Equal(t, []float64{60, 30, 60}, p.Loads())
+	// A heavier weight for a placed stream updates its device's load.
+	require.Equal(t, 1, p.Place("new", 90))
+	require.Equal(t, []float64{60, 90, 60}, p.Loads())
+	d, ok := p.Device("s2")
+	require.True(t, ok)
+	require.Equal(t, 2, d)
+	_, ok = p.Device("gone")
+	require.False(t, ok)
+	require.Equal(t, 0, pipeline.NewPlacer(0).Place("x", 1), "at least one device")
+}
+
+func TestPlacerRebalance(t *testing.T) {
+	p := pipeline.NewPlacer(2)
+	for i := range 8 {
+		p.Place(fmt.Sprintf("s%d", i), 30) // 4 and 4
+	}
+	require.Empty(t, p.Rebalance(), "balanced: nothing moves")
+	for _, id := range []string{"s1", "s3", "s5", "s7"} { // all of device 1
+		p.Remove(id)
+	}
+	require.Equal(t, []float64{120, 0}, p.Loads())
+	moves := p.Rebalance()
+	require.Len(t, moves, 2)
+	for _, m := range moves {
+		require.Equal(t, 0, m.From)
+		require.Equal(t, 1, m.To)
+	}
+	require.Equal(t, []float64{60, 60}, p.Loads())
+	require.Empty(t, p.Rebalance())
+
+	// Moves never overshoot: a stream heavier than the gap stays put (the
+	// move would only flip the imbalance).
+	q := pipeline.NewPlacer(2)
+	require.Equal(t, 0, q.Place("big", 50))
+	require.Equal(t, 1, q.Place("a", 10))
+	require.Equal(t, 1, q.Place("small", 10))
+	require.Empty(t, q.Rebalance(), "gap 30 < 50")
+	q.Remove("a")
+	q.Remove("small")
+	require.Empty(t, q.Rebalance(), "gap 50 is not more than 50")
+	require.Equal(t, []float64{50, 0}, q.Loads())
+	// Of the streams that fit the gap, the heaviest moves first.
+	r := pipeline.NewPlacer(2)
+	require.Equal(t, 0, r.Place("h1", 40))
+	require.Equal(t, 1, r.Place("h2", 40))
+	require.Equal(t, 0, r.Place("l1", 5), "tie goes to device 0")
+	require.Equal(t, 1, r.Place("l2", 15))
+	r.Remove("h1") // [5, 55]
+	require.Equal(t, []pipeline.Move{{Stream: "h2", From: 1, To: 0}, {Stream: "l1", From: 0, To: 1}}, r.Rebalance())
+	require.Equal(t, []float64{40, 20}, r.Loads())
+}
