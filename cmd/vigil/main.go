@@ -261,7 +261,7 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--budget-ms B] [--ffmpeg PATH]", stderr)
 	o := app.BenchOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
@@ -273,6 +273,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	each := fs.Duration("each", 6*time.Second, "sweep: measuring time per point")
 	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
+	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each")
+	start := fs.Int("start", 8, "streams: the first N")
+	ffmpegPath := fs.String("ffmpeg", "ffmpeg", "streams: the ffmpeg CLI for the decode-only ceilings (bin/ffmpeg-static on GPU machines)")
 	gpuMode := fs.Bool("gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
 	models := fs.String("models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
 	batches := fs.String("batches", "1,8,32", "gpu: comma-separated batch sizes (batch N uses <model>.b<N>.onnx)")
@@ -282,6 +285,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	streamsMode := *streams
+	if streamsMode && (*gpuMode || *sweep) {
+		return &app.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
+	}
+	if streamsMode {
+		c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		_, err = app.BenchStreams(ctx, c, app.StreamsOptions{Source: o.Source, Model: o.Model, FFmpeg: *ffmpegPath,
+			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Budget: time.Duration(*budgetMS) * time.Millisecond}, log, stdout)
+		return err
 	}
 	if *gpuMode && *sweep {
 		return &app.BadInputError{Err: errors.New("--gpu and --sweep are separate benchmarks; give one (the sweep uses the GPU engine when infer.provider allows it)")}

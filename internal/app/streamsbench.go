@@ -1,0 +1,293 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/hwmon"
+	"github.com/vigil-video/vigil/pipeline"
+)
+
+// StreamsOptions are `vigil bench --streams`'s flags.
+type StreamsOptions struct {
+	// Source is the looped real-time clip every stream plays (a 1080p30
+	// H.264 file for the GPU figure; default the cached Megamind.avi).
+	Source string
+	// Model is the model name or path (default yolox-nano).
+	Model string
+	// FFmpeg is the ffmpeg CLI used for the decode-only ceilings (default
+	// "ffmpeg" on PATH; bin/ffmpeg-static from `make static` on GPU
+	// machines).
+	FFmpeg string
+	// Start, Step and Max give the stream counts tried: Start, Start+Step,
+	// ... up to Max.
+	Start, Step, Max int
+	// Each is the measuring time per count (after 1 s of warm-up).
+	Each time.Duration
+	// Budget is the latency budget P99 must stay within.
+	Budget time.Duration
+	// CeilingFor is how long each decode-only ceiling runs (default 10 s).
+	CeilingFor time.Duration
+}
+
+// Ceiling is one decode-only measurement: K parallel ffmpeg decodes of the
+// looped clip, their aggregate frames per second.
+type Ceiling struct {
+	Kind     string // "nvdec" or "cpu"
+	Parallel int
+	FPS      float64
+	Err      error // the measurement could not run (no GPU, no ffmpeg)
+}
+
+// StreamsResult is the largest stream count with P99 within the budget
+// and the decode ceilings it is compared with.
+type StreamsResult struct {
+	Ceilings   []Ceiling
+	Combined   float64 // best NVDEC + best CPU ceiling, fps
+	Points     []SweepPoint
+	Best       SweepPoint // the largest load with P99 within the budget
+	DecoderMax float64    // highest NVML decoder utilisation seen, 0..1 (0: no NVML)
+}
+
+// BenchStreams is `vigil bench --streams`: how many streams one machine
+// carries. It first measures the decode-only ceilings with the ffmpeg CLI
+// on as many parallel inputs as the machine would run (NVDEC with 7 and 14
+// decodes when a GPU is there, and software decoding on half the cores, two
+// threads each), then runs N looped real-time copies of the clip through
+// vigil (decode.hwaccel and the engine as configured, with vigil's policy)
+// for rising N until P99 passes the budget or processed frames fall 5 %
+// behind offered ones, and reports the best N against the combined ceiling
+// with NVML's decoder utilisation.
+func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Logger, out io.Writer) (StreamsResult, error) {
+	var r StreamsResult
+	if o.Source == "" {
+		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
+	}
+	if o.Model == "" {
+		o.Model = "yolox-nano"
+	}
+	if o.FFmpeg == "" {
+		o.FFmpeg = "ffmpeg"
+	}
+	if o.CeilingFor <= 0 {
+		o.CeilingFor = 10 * time.Second
+	}
+	if o.Start < 1 || o.Step < 1 || o.Max < o.Start || o.Each <= 0 || o.Budget <= 0 {
+		return r, badInput(errors.New("bench --streams: --start >= 1, --step >= 1, --max >= --start, --each > 0 and --budget-ms > 0 are needed"))
+	}
+	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
+		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
+	}
+	if _, err := exec.LookPath(o.FFmpeg); err != nil {
+		return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
+	}
+	decode.SetLogger(nil)
+	if err := openRuntime(&c); err != nil {
+		return r, err
+	}
+	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
+
+	// 1. Decode-only ceilings.
+	half := max(runtime.NumCPU()/2, 1)
+	runs := []struct {
+		kind string
+		k    int
+	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", half}}
+	best := map[string]float64{}
+	for _, run := range runs {
+		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, run.k, o.CeilingFor)
+		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
+		if err != nil {
+			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
+			continue
+		}
+		fmt.Fprintf(out, "  decode-only %-5s x%-3d  %8.1f fps\n", run.kind, run.k, fps)
+		best[run.kind] = max(best[run.kind], fps)
+	}
+	r.Combined = best["nvdec"] + best["cpu"]
+	fmt.Fprintf(out, "  combined decode ceiling   %8.1f fps (best NVDEC %.1f + CPU %.1f)\n", r.Combined, best["nvdec"], best["cpu"])
+
+	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
+	engs := newEngines(&c)
+	defer engs.close()
+	eng, err := engs.get(o.Model)
+	if err != nil {
+		return r, err
+	}
+	var batcher *pipeline.Batcher
+	if engs.batching() {
+		bctx, cancel := context.WithCancel(ctx)
+		var bwg sync.WaitGroup
+		defer func() { cancel(); bwg.Wait() }()
+		engs.runBatcher = func(b *pipeline.Batcher) {
+			bwg.Add(1)
+			go func() { defer bwg.Done(); b.Run(bctx) }()
+		}
+		if batcher, err = engs.batcher(o.Model, "", c.Infer.Device, eng, nil); err != nil {
+			return r, err
+		}
+	}
+	for _, ch := range engs.choices {
+		fmt.Fprintf(out, "  engine: %s\n", ch)
+	}
+	hw := hwmon.Start(log)
+	sampleDec := func() float64 { return 0 }
+	if hw != nil {
+		defer hw.Close()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(hw)
+		sampleDec = func() float64 { return familyGauge(reg, "vigil_gpu_decoder_utilization_ratio") }
+	}
+	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, HWAccel: c.Decode.HWAccel, Device: c.Infer.Device, HWSurfaces: c.Decode.HWSurfaces}
+	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC")
+	for n := o.Start; n <= o.Max; n += o.Step {
+		dec := 0.0
+		sctx, stop := context.WithCancel(ctx)
+		var swg sync.WaitGroup
+		swg.Add(1)
+		go func() { // highest decoder utilisation during the point
+			defer swg.Done()
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case <-t.C:
+					dec = max(dec, sampleDec())
+				}
+			}
+		}()
+		p, err := sweepPoint(ctx, eng, batcher, so, n, true)
+		stop()
+		swg.Wait()
+		if err != nil {
+			return r, err
+		}
+		r.Points = append(r.Points, p)
+		r.DecoderMax = max(r.DecoderMax, dec)
+		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %7.0f%%\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), 100*dec)
+		if p.P99 > o.Budget || p.ProcessedFPS < 0.95*p.OfferedFPS {
+			break
+		}
+		r.Best = p
+	}
+	if r.Best.Streams == 0 {
+		fmt.Fprintf(out, "result: not even %d streams within the budget\n", o.Start)
+		return r, nil
+	}
+	ratio := 0.0
+	if r.Combined > 0 {
+		ratio = r.Best.ProcessedFPS / r.Combined
+	}
+	fmt.Fprintf(out, "result: %d streams within P99 %s: %.1f fps processed = %.2f × the combined decode ceiling; NVDEC utilisation up to %.0f%%\n",
+		r.Best.Streams, o.Budget, r.Best.ProcessedFPS, ratio, 100*r.DecoderMax)
+	return r, nil
+}
+
+// familyGauge returns the largest value of a gauge family in reg.
+func familyGauge(reg prometheus.Gatherer, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	v := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				v = max(v, m.GetGauge().GetValue())
+			}
+		}
+	}
+	return v
+}
+
+// ffmpegCeiling runs k parallel ffmpeg decodes of src, looped, for about
+// d, and returns their aggregate decoded frames per second. kind "nvdec"
+// decodes with -hwaccel cuda into GPU memory (no download); "cpu" with two
+// software threads per decode. At d each process gets SIGINT and writes its
+// last progress block, from which its frames are counted.
+func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, k int, d time.Duration) (float64, error) {
+	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-nostats"}
+	if kind == "nvdec" {
+		args = append(args, "-hwaccel", "cuda", "-hwaccel_output_format", "cuda")
+	} else {
+		args = append(args, "-threads", "2")
+	}
+	args = append(args, "-stream_loop", "-1", "-i", src, "-an", "-f", "null", "-")
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	type res struct {
+		frames int
+		err    error
+	}
+	results := make(chan res, k)
+	start := time.Now()
+	for range k {
+		go func() {
+			cmd := exec.CommandContext(ctx, ffmpeg, args...)
+			// At d, ask ffmpeg to stop (SIGINT) so that it writes its final
+			// progress block; kill it if it does not within 5 s.
+			cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+			cmd.WaitDelay = 5 * time.Second
+			outp, err := cmd.Output()
+			frames := lastProgress(string(outp), "frame=")
+			if ctx.Err() != nil { // stopped at d, as intended
+				err = nil
+			}
+			if err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+					err = fmt.Errorf("%s: %s", filepath.Base(ffmpeg), oneLine(string(ee.Stderr)))
+				}
+			}
+			results <- res{frames, err}
+		}()
+	}
+	total := 0
+	var errs []error
+	for range k {
+		r := <-results
+		total += r.frames
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if len(errs) > 0 {
+		return 0, errs[0]
+	}
+	if total == 0 {
+		return 0, errors.New("no frame decoded")
+	}
+	return float64(total) / time.Since(start).Seconds(), nil
+}
+
+// lastProgress returns the last integer value of key in ffmpeg's
+// -progress output (key=value lines).
+func lastProgress(s, key string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			if x, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				n = x
+			}
+		}
+	}
+	return n
+}

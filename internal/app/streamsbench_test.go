@@ -1,0 +1,52 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/cuda"
+	"github.com/vigil-video/vigil/internal/testenv"
+)
+
+// bench --streams on a CPU-only machine: the software ceiling is measured
+// with the real ffmpeg CLI, the NVDEC ones say why they are n/a, and vigil
+// carries a few real-time streams within the budget.
+func TestBenchStreams(t *testing.T) {
+	c := config.Default()
+	c.Infer.Provider = "cpu"
+	var out bytes.Buffer
+	r, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
+		Start: 1, Step: 1, Max: 2, Each: time.Second, Budget: 500 * time.Millisecond, CeilingFor: 2 * time.Second}, zap.NewNop(), &out)
+	require.NoError(t, err, out.String())
+	t.Log(out.String())
+	var cpu, nvdec int
+	for _, ce := range r.Ceilings {
+		switch ce.Kind {
+		case "cpu":
+			require.NoError(t, ce.Err)
+			require.Greater(t, ce.FPS, 100.0, "Megamind decodes far faster than real time")
+			cpu++
+		case "nvdec":
+			if cuda.Init() != nil {
+				require.Error(t, ce.Err, "no GPU here")
+			}
+			nvdec++
+		}
+	}
+	require.Equal(t, 1, cpu)
+	require.Equal(t, 2, nvdec)
+	require.NotEmpty(t, r.Points)
+	require.GreaterOrEqual(t, r.Best.Streams, 1)
+	require.Greater(t, r.Combined, 0.0)
+	require.Contains(t, out.String(), "result: ")
+
+	_, err = app.BenchStreams(context.Background(), c, app.StreamsOptions{FFmpeg: "/no/such/ffmpeg", Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
+	require.ErrorContains(t, err, "--ffmpeg /no/such/ffmpeg")
+}
