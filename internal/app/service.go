@@ -71,16 +71,25 @@ func (s *service) reconcile(ch registry.Change) {
 		return
 	}
 	s.start(sp, string(version))
+	s.rebalance() // a new weight can unbalance the devices
 }
 
-// unplace frees a stream's device and, when that leaves the devices
-// unbalanced, restarts streams on the lighter ones.
+// unplace frees a stream's device and rebalances.
 func (s *service) unplace(id string) {
 	if s.placer == nil {
 		return
 	}
 	s.placer.Remove(id)
 	delete(s.specs, id)
+	s.rebalance()
+}
+
+// rebalance restarts the streams that Placer.Rebalance moves to lighter
+// devices.
+func (s *service) rebalance() {
+	if s.placer == nil {
+		return
+	}
 	for _, m := range s.placer.Rebalance() {
 		sp, ok := s.specs[m.Stream]
 		if !ok {
