@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/asticode/go-astiav"
+
+	"github.com/vigil-video/vigil/internal/cuda"
 )
 
 // HWAccel selects hardware decoding (decode.hwaccel in the config).
@@ -46,7 +48,8 @@ func ParseHWAccel(s string) (HWAccel, error) {
 	return "", fmt.Errorf("decode.hwaccel %q: want auto, cuda or none", s)
 }
 
-// cudaPixFmt is the decoder's pixel format for frames in CUDA memory.
+// cudaHWConfig reports whether FFmpeg can decode codec with NVDEC into
+// CUDA frames.
 func cudaHWConfig(codec *astiav.Codec) bool {
 	for _, c := range codec.HardwareConfigs() {
 		if c.HardwareDeviceType() == astiav.HardwareDeviceTypeCUDA && c.PixelFormat() == astiav.PixelFormatCuda {
@@ -65,6 +68,11 @@ func cudaHWConfig(codec *astiav.Codec) bool {
 func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string, surfaces int) error {
 	if !cudaHWConfig(codec) {
 		return fmt.Errorf("FFmpeg has no NVDEC (cuda hwaccel) for %s", codec.Name())
+	}
+	// Ask the driver first: FFmpeg's own attempt would log its warnings
+	// (without the stream's name) and end in a vaguer error.
+	if err := cuda.Init(); err != nil {
+		return err
 	}
 	opts := astiav.NewDictionary()
 	defer opts.Free()
@@ -85,7 +93,8 @@ func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string, sur
 		return pfs[0] // software
 	})
 	cc.SetExtraHardwareFrames(surfaces)
-	// One decoder thread: with frame threads FFmpeg calls get_format on a
+	// One decoder thread (overriding the stream's decode_threads): with
+	// frame threads FFmpeg calls get_format on a
 	// per-thread copy of the codec context, which go-astiav v0.16.0's
 	// callback table (keyed by the context) does not know, so it answers
 	// AV_PIX_FMT_NONE and every slice fails ("decode_slice_header error",

@@ -7,10 +7,10 @@ import (
 
 // Placer assigns streams to devices (GPUs): a new stream goes to the least
 // loaded device (ties to the lowest index), a placed stream stays where it
-// is (sticky: moving one restarts it), and when a stream is added or
-// removed Rebalance moves streams from the most to the least loaded device
-// while that strictly narrows the gap. A stream's load is its weight, for
-// instance its expected frames per second. Safe for concurrent use.
+// is (sticky: moving one restarts it), and Rebalance, called when streams
+// are removed or reweighted, moves as few streams as it can to narrow the
+// spread. A stream's load is its weight (vigil run weighs every stream 1).
+// Safe for concurrent use.
 type Placer struct {
 	mu     sync.Mutex
 	load   []float64
@@ -76,52 +76,43 @@ func (p *Placer) Remove(id string) {
 	}
 }
 
-// Rebalance moves streams, one at a time, from the most to the least
-// loaded device while some stream on the former is lighter than the gap
-// between them (so the move strictly narrows it), taking the heaviest such
-// stream each time (fewest moves); ties go to the smallest stream id, so
-// the result does not depend on map order. It returns the moves made.
+// Rebalance moves streams, one at a time, to the least loaded device while
+// a move narrows the spread: a stream of weight w on device d may move to
+// the least loaded device lo when w < load[d] - load[lo]. Of those moves
+// it takes the one that lowers the sum of squared loads most (reduction
+// 2w(load[d]-load[lo]-w)), so each restart buys as much balance as it can;
+// ties go to the smallest stream id, so the result does not depend on map
+// order. The sum of squares falls with every move, so the loop ends. It
+// returns the moves made.
 func (p *Placer) Rebalance() []Move {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var moves []Move
-	for range len(p.where) { // each move narrows the spread; this bounds the loop
-		hi, lo := 0, 0
+	for range len(p.where) + 1 {
+		lo := 0
 		for i, l := range p.load {
-			if l > p.load[hi] {
-				hi = i
-			}
 			if l < p.load[lo] {
 				lo = i
 			}
 		}
-		gap := p.load[hi] - p.load[lo]
-		var ids []string
+		best, bestID := 0.0, ""
 		for id, d := range p.where {
-			if d == hi && p.weight[id] < gap {
-				ids = append(ids, id)
+			w, gap := p.weight[id], p.load[d]-p.load[lo]
+			if d == lo || w >= gap {
+				continue
+			}
+			if gain := 2 * w * (gap - w); gain > best || (gain == best && bestID != "" && id < bestID) {
+				best, bestID = gain, id
 			}
 		}
-		if len(ids) == 0 {
+		if bestID == "" {
 			break
 		}
-		slices.SortFunc(ids, func(a, b string) int {
-			if p.weight[a] != p.weight[b] {
-				if p.weight[a] > p.weight[b] {
-					return -1
-				}
-				return 1
-			}
-			if a < b {
-				return -1
-			}
-			return 1
-		})
-		id := ids[0]
-		p.where[id] = lo
-		p.load[hi] -= p.weight[id]
-		p.load[lo] += p.weight[id]
-		moves = append(moves, Move{Stream: id, From: hi, To: lo})
+		from := p.where[bestID]
+		p.where[bestID] = lo
+		p.load[from] -= p.weight[bestID]
+		p.load[lo] += p.weight[bestID]
+		moves = append(moves, Move{Stream: bestID, From: from, To: lo})
 	}
 	return moves
 }

@@ -63,13 +63,28 @@ func TestPlacerRebalance(t *testing.T) {
 	q.Remove("small")
 	require.Empty(t, q.Rebalance(), "gap 50 is not more than 50")
 	require.Equal(t, []float64{50, 0}, q.Loads())
-	// Of the streams that fit the gap, the heaviest moves first.
+	// The move that narrows the spread most goes first: one move, not two.
 	r := pipeline.NewPlacer(2)
 	require.Equal(t, 0, r.Place("h1", 40))
 	require.Equal(t, 1, r.Place("h2", 40))
 	require.Equal(t, 0, r.Place("l1", 5), "tie goes to device 0")
 	require.Equal(t, 1, r.Place("l2", 15))
 	r.Remove("h1") // [5, 55]
-	require.Equal(t, []pipeline.Move{{Stream: "h2", From: 1, To: 0}, {Stream: "l1", From: 0, To: 1}}, r.Rebalance())
-	require.Equal(t, []float64{40, 20}, r.Loads())
+	require.Equal(t, []pipeline.Move{{Stream: "l2", From: 1, To: 0}}, r.Rebalance())
+	require.Equal(t, []float64{20, 40}, r.Loads())
+
+	// With three devices a stream may come from any device heavier than
+	// the lightest, not only from the heaviest: [50, 30 (3 × 10), 0].
+	g := pipeline.NewPlacer(3)
+	require.Equal(t, 0, g.Place("big", 50))
+	require.Equal(t, 1, g.Place("a", 10))
+	require.Equal(t, 2, g.Place("x", 10))
+	require.Equal(t, 1, g.Place("b", 10))
+	require.Equal(t, 2, g.Place("c", 10))
+	require.Equal(t, 1, g.Place("d", 10))
+	g.Remove("x")
+	g.Remove("c")
+	require.Equal(t, []float64{50, 30, 0}, g.Loads())
+	require.Equal(t, []pipeline.Move{{Stream: "a", From: 1, To: 2}}, g.Rebalance())
+	require.Equal(t, []float64{50, 20, 10}, g.Loads())
 }

@@ -287,6 +287,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	streamsMode := *streams
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"start", "ffmpeg"} {
+		if set[name] && !streamsMode {
+			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
+		}
+	}
 	if streamsMode && (*gpuMode || *sweep) {
 		return &app.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
 	}

@@ -91,6 +91,7 @@ type engines struct {
 	mu       sync.Mutex
 	byName   map[string]detector
 	choices  map[string]string // engine key -> execution provider line
+	devs     map[string]int    // engine key -> device
 	gates    map[detector]*pipeline.Gate
 	batchers map[detector]*pipeline.Batcher
 	// metrics receives GPU batch timings once Run has created it.
@@ -105,7 +106,7 @@ type engines struct {
 }
 
 func newEngines(c *config.Config) *engines {
-	return &engines{byName: map[string]detector{}, choices: map[string]string{}, gates: map[detector]*pipeline.Gate{},
+	return &engines{byName: map[string]detector{}, choices: map[string]string{}, devs: map[string]int{}, gates: map[detector]*pipeline.Gate{},
 		batchers: map[detector]*pipeline.Batcher{}, cfg: c}
 }
 
@@ -225,17 +226,21 @@ func (e *engines) logLoaded(log *zap.Logger) {
 	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()),
 		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", e.cfg.Infer.Provider))
 	for key, eng := range e.byName {
-		logEngine(log, eng, e.choices[key])
+		logEngine(log, eng, e.choices[key], e.devs[key])
 	}
 	e.loadedLog = log
 }
 
 // logEngine is the one line per engine: which execution provider it got
 // and why.
-func logEngine(log *zap.Logger, eng detector, choice string) {
+func logEngine(log *zap.Logger, eng detector, choice string, dev int) {
 	w, h := eng.InputSize()
-	log.Info("model loaded: "+choice, zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
-		zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch()))
+	fields := []zap.Field{zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
+		zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch())}
+	if _, ok := eng.(*gpu.Engine); ok {
+		fields = append(fields, zap.Int("device", dev))
+	}
+	log.Info("model loaded: "+choice, fields...)
 }
 
 func (e *engines) get(ref string) (detector, error) { return e.instance(ref, "", e.cfg.Infer.Device) }
@@ -291,19 +296,31 @@ func (e *engines) openLocked(m infer.Model, key, pool string, dev int) (detector
 	}
 	e.byName[key] = eng
 	e.choices[key] = choice
+	e.devs[key] = dev
 	e.scs = append(e.scs, sc)
 	if e.loadedLog != nil {
-		logEngine(e.loadedLog, eng, choice)
+		logEngine(e.loadedLog, eng, choice, dev)
 	}
 	return eng, nil
 }
 
 // placementDevices are the CUDA ordinals streams are placed on:
 // infer.devices when set, else every visible GPU when the GPU engine may
-// be used, else just infer.device (the CPU engine ignores it).
-func placementDevices(c *config.Config) []int {
+// be used, else just infer.device. With the CPU engine a device is only a
+// label: each gets its own CPU engine instance (which is how the placement
+// is tested on machines without GPUs).
+func placementDevices(c *config.Config) ([]int, error) {
 	if len(c.Infer.Devices) > 0 {
-		return c.Infer.Devices
+		if gpuChain(c.Infer.Provider) != nil && cuda.Init() == nil {
+			if n, err := cuda.DeviceCount(); err == nil {
+				for _, d := range c.Infer.Devices {
+					if d >= n {
+						return nil, badInput(fmt.Errorf("infer.devices: device %d does not exist (%d GPUs visible)", d, n))
+					}
+				}
+			}
+		}
+		return c.Infer.Devices, nil
 	}
 	if gpuChain(c.Infer.Provider) != nil && cuda.Init() == nil {
 		if n, err := cuda.DeviceCount(); err == nil && n > 1 {
@@ -311,10 +328,10 @@ func placementDevices(c *config.Config) []int {
 			for i := range devs {
 				devs[i] = i
 			}
-			return devs
+			return devs, nil
 		}
 	}
-	return []int{c.Infer.Device}
+	return []int{c.Infer.Device}, nil
 }
 
 // gpuChain is the GPU part of the provider chain infer.provider asks for
@@ -440,12 +457,16 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	}
 	engs := newEngines(&c)
 	defer engs.close()
+	devices, err := placementDevices(&c)
+	if err != nil {
+		return err
+	}
 	// Open every configured engine before anything starts: a bad model in
 	// the config is a start-up error (exit 2), not a failure at the first
 	// frame. Models of streams registered through the API open when those
 	// streams start; a failure marks only that stream failed.
 	for _, s := range c.Streams {
-		eng, err := engs.get(s.Model)
+		eng, err := engs.instance(s.Model, "", devices[0])
 		if err != nil {
 			return fmt.Errorf("streams[%s].model: %w", s.ID, err)
 		}
@@ -453,7 +474,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		if !engs.batching() {
 			continue
 		}
-		if _, err := engs.batchEngines(s.Model, "", c.Infer.Device, eng); err != nil {
+		if _, err := engs.batchEngines(s.Model, "", devices[0], eng); err != nil {
 			return badInput(fmt.Errorf("infer.batch_sizes: streams[%s]: %w", s.ID, err))
 		}
 	}
@@ -532,7 +553,6 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 
 	stats := pipeline.NewStats()
 	sup := pipeline.NewSupervisor(ctx)
-	devices := placementDevices(&c)
 	if len(devices) > 1 {
 		log.Info("placing streams across GPUs", zap.Ints("devices", devices))
 	}

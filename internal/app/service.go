@@ -71,7 +71,6 @@ func (s *service) reconcile(ch registry.Change) {
 		return
 	}
 	s.start(sp, string(version))
-	s.rebalance() // a new weight can unbalance the devices
 }
 
 // unplace frees a stream's device and rebalances.
@@ -107,8 +106,9 @@ func (s *service) rebalance() {
 func (s *service) start(sp registry.Spec, version string) {
 	dev := s.c.Infer.Device
 	if s.placer != nil {
-		weight := sp.FPSLimit // streams weigh their rate limit, or 1 each
-		dev = s.devices[s.placer.Place(sp.ID, weight)]
+		// Every stream weighs 1: a stream's real cost (resolution, rate,
+		// model) is not known before it runs.
+		dev = s.devices[s.placer.Place(sp.ID, 1)]
 		s.specs[sp.ID] = sp
 		version += "@gpu" + strconv.Itoa(dev)
 	}

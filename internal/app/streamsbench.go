@@ -29,7 +29,8 @@ type StreamsOptions struct {
 	// Source is the looped real-time clip every stream plays (a 1080p30
 	// H.264 file for the GPU figure; default the cached Megamind.avi).
 	Source string
-	// Model is the model name or path (default yolox-nano).
+	// Model is the model name or path (default yolox-nano; the CLI passes
+	// its --model, default blazeface).
 	Model string
 	// FFmpeg is the ffmpeg CLI used for the decode-only ceilings (default
 	// "ffmpeg" on PATH; bin/ffmpeg-static from `make static` on GPU
@@ -65,8 +66,8 @@ type StreamsResult struct {
 	DecoderMax float64    // highest NVML decoder utilisation seen, 0..1 (0: no NVML)
 }
 
-// BenchStreams is `vigil bench --streams`: how many streams one machine
-// carries. It first measures the decode-only ceilings with the ffmpeg CLI
+// BenchStreams is `vigil bench --streams`: how many streams one GPU (infer.device) and the
+// CPUs carry. It first measures the decode-only ceilings with the ffmpeg CLI
 // on as many parallel inputs as the machine would run (NVDEC with 7 and 14
 // decodes when a GPU is there, and software decoding on half the cores, two
 // threads each), then runs N looped real-time copies of the clip through
@@ -89,10 +90,13 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		o.CeilingFor = 10 * time.Second
 	}
 	if o.Start < 1 || o.Step < 1 || o.Max < o.Start || o.Each <= 0 || o.Budget <= 0 {
-		return r, badInput(errors.New("bench --streams: --start >= 1, --step >= 1, --max >= --start, --each > 0 and --budget-ms > 0 are needed"))
+		return r, badInput(errors.New("bench --streams: --start >= 1, --step >= 1, --max-streams >= --start, --each > 0 and --budget-ms > 0 are needed"))
 	}
 	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
 		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
+	}
+	if _, err := os.Stat(o.Source); err != nil {
+		return r, badInput(fmt.Errorf("--source %s: %w", o.Source, err))
 	}
 	if _, err := exec.LookPath(o.FFmpeg); err != nil {
 		return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
@@ -111,7 +115,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", half}}
 	best := map[string]float64{}
 	for _, run := range runs {
-		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, run.k, o.CeilingFor)
+		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, c.Infer.Device, run.k, o.CeilingFor)
 		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
 		if err != nil {
 			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
@@ -119,6 +123,9 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		}
 		fmt.Fprintf(out, "  decode-only %-5s x%-3d  %8.1f fps\n", run.kind, run.k, fps)
 		best[run.kind] = max(best[run.kind], fps)
+	}
+	if ctx.Err() != nil {
+		return r, ctx.Err() // interrupted: the ceilings are not measurements
 	}
 	r.Combined = best["nvdec"] + best["cpu"]
 	fmt.Fprintf(out, "  combined decode ceiling   %8.1f fps (best NVDEC %.1f + CPU %.1f)\n", r.Combined, best["nvdec"], best["cpu"])
@@ -155,6 +162,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		sampleDec = func() float64 { return familyGauge(reg, "vigil_gpu_decoder_utilization_ratio") }
 	}
 	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, HWAccel: c.Decode.HWAccel, Device: c.Infer.Device, HWSurfaces: c.Decode.HWSurfaces}
+	limited := false
 	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {
 		dec := 0.0
@@ -177,6 +185,9 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		p, err := sweepPoint(ctx, eng, batcher, so, n, true)
 		stop()
 		swg.Wait()
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err() // interrupted: the point is not a measurement
+		}
 		if err != nil {
 			return r, err
 		}
@@ -184,6 +195,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		r.DecoderMax = max(r.DecoderMax, dec)
 		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %7.0f%%\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), 100*dec)
 		if p.P99 > o.Budget || p.ProcessedFPS < 0.95*p.OfferedFPS {
+			limited = true
 			break
 		}
 		r.Best = p
@@ -196,8 +208,16 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if r.Combined > 0 {
 		ratio = r.Best.ProcessedFPS / r.Combined
 	}
-	fmt.Fprintf(out, "result: %d streams within P99 %s: %.1f fps processed = %.2f × the combined decode ceiling; NVDEC utilisation up to %.0f%%\n",
-		r.Best.Streams, o.Budget, r.Best.ProcessedFPS, ratio, 100*r.DecoderMax)
+	atLeast := ""
+	if !limited {
+		atLeast = "at least " // --max-streams reached without a failure
+	}
+	nvdec := "n/a (no NVML)"
+	if hw != nil {
+		nvdec = fmt.Sprintf("up to %.0f%%", 100*r.DecoderMax)
+	}
+	fmt.Fprintf(out, "result: %s%d streams within P99 %s: %.1f fps processed = %.2f × the combined decode ceiling; NVDEC utilisation %s\n",
+		atLeast, r.Best.Streams, o.Budget, r.Best.ProcessedFPS, ratio, nvdec)
 	return r, nil
 }
 
@@ -223,14 +243,15 @@ func familyGauge(reg prometheus.Gatherer, name string) float64 {
 // decodes with -hwaccel cuda into GPU memory (no download); "cpu" with two
 // software threads per decode. At d each process gets SIGINT and writes its
 // last progress block, from which its frames are counted.
-func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, k int, d time.Duration) (float64, error) {
+func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int, d time.Duration) (float64, error) {
 	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-nostats"}
 	if kind == "nvdec" {
-		args = append(args, "-hwaccel", "cuda", "-hwaccel_output_format", "cuda")
+		args = append(args, "-hwaccel", "cuda", "-hwaccel_device", strconv.Itoa(device), "-hwaccel_output_format", "cuda")
 	} else {
 		args = append(args, "-threads", "2")
 	}
 	args = append(args, "-stream_loop", "-1", "-i", src, "-an", "-f", "null", "-")
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	type res struct {
@@ -248,7 +269,7 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, k int, d time.
 			cmd.WaitDelay = 5 * time.Second
 			outp, err := cmd.Output()
 			frames := lastProgress(string(outp), "frame=")
-			if ctx.Err() != nil { // stopped at d, as intended
+			if ctx.Err() != nil && parent.Err() == nil { // stopped at d, as intended
 				err = nil
 			}
 			if err != nil {
@@ -268,6 +289,9 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, k int, d time.
 		if r.err != nil {
 			errs = append(errs, r.err)
 		}
+	}
+	if parent.Err() != nil {
+		return 0, parent.Err()
 	}
 	if len(errs) > 0 {
 		return 0, errs[0]

@@ -113,7 +113,7 @@ type Infer struct {
 	// is visible, for vigil run.
 	Device int `yaml:"device"`
 	// Devices are the CUDA device ordinals vigil run places streams on,
-	// least loaded first, sticky, rebalanced when streams come and go;
+	// fewest streams first, sticky, rebalanced when streams are removed;
 	// each has its own engines, CUDA streams and pinned slots. Empty (the
 	// default): every visible GPU.
 	Devices []int `yaml:"devices"`
