@@ -223,17 +223,9 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 
 // familyGauge returns the largest value of a gauge family in reg.
 func familyGauge(reg prometheus.Gatherer, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
 	v := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.Metric {
-				v = max(v, m.GetGauge().GetValue())
-			}
-		}
+	for _, m := range series(reg, name) {
+		v = max(v, m.GetGauge().GetValue())
 	}
 	return v
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -223,19 +224,26 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 
 // familySum adds up every series of the counter called name in reg.
 func familySum(reg prometheus.Gatherer, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
 	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.Metric {
-				sum += m.GetCounter().GetValue()
-			}
-		}
+	for _, m := range series(reg, name) {
+		sum += m.GetCounter().GetValue()
 	}
 	return sum
+}
+
+// series returns the series of the family called name in reg (none when
+// gathering fails).
+func series(reg prometheus.Gatherer, name string) []*dto.Metric {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.Metric
+		}
+	}
+	return nil
 }
 
 // plotSweep draws P99 (ms, log scale) against offered fps for both modes,
