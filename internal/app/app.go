@@ -184,6 +184,41 @@ func (e *engines) batcher(ref, pool string, dev int, base detector, metrics *pip
 	return b, nil
 }
 
+// toolBatcher starts, for a one-shot tool (bench --sweep, bench
+// --streams), the batcher of base (nil when batching is off) with its
+// dispatcher on a goroutine of its own; stop ends it and waits for it.
+func (e *engines) toolBatcher(ctx context.Context, ref string, dev int, base detector) (b *pipeline.Batcher, stop func(), err error) {
+	stop = func() {}
+	if !e.batching() {
+		return nil, stop, nil
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() { cancel(); wg.Wait() }
+	e.mu.Lock()
+	e.runBatcher = func(b *pipeline.Batcher) {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Run(bctx) }()
+	}
+	e.mu.Unlock()
+	if b, err = e.batcher(ref, "", dev, base, nil); err != nil {
+		stop()
+		return nil, func() {}, err
+	}
+	return b, stop, nil
+}
+
+// choiceLines are the provider lines of the engines opened so far.
+func (e *engines) choiceLines() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ch := range e.choices {
+		out = append(out, ch)
+	}
+	return out
+}
+
 // gateWaiting returns the frames waiting at every engine's gate.
 func (e *engines) gateWaiting() int {
 	e.mu.Lock()

@@ -21,7 +21,6 @@ import (
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/hwmon"
-	"github.com/vigil-video/vigil/pipeline"
 )
 
 // StreamsOptions are `vigil bench --streams`'s flags.
@@ -137,20 +136,12 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if err != nil {
 		return r, err
 	}
-	var batcher *pipeline.Batcher
-	if engs.batching() {
-		bctx, cancel := context.WithCancel(ctx)
-		var bwg sync.WaitGroup
-		defer func() { cancel(); bwg.Wait() }()
-		engs.runBatcher = func(b *pipeline.Batcher) {
-			bwg.Add(1)
-			go func() { defer bwg.Done(); b.Run(bctx) }()
-		}
-		if batcher, err = engs.batcher(o.Model, "", c.Infer.Device, eng, nil); err != nil {
-			return r, err
-		}
+	batcher, stopBatcher, err := engs.toolBatcher(ctx, o.Model, c.Infer.Device, eng)
+	if err != nil {
+		return r, err
 	}
-	for _, ch := range engs.choices {
+	defer stopBatcher()
+	for _, ch := range engs.choiceLines() {
 		fmt.Fprintf(out, "  engine: %s\n", ch)
 	}
 	hw := hwmon.Start(log)

@@ -74,26 +74,18 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	fmt.Fprintf(out, "vigil bench --sweep: %s looped in real time, model %s, budget %s, %s per point\n",
 		filepath.Base(o.Source), eng.Model(), o.Budget, o.Each)
 	fmt.Fprintf(out, "decode: hwaccel %s\n", c.Decode.HWAccel)
-	engs.mu.Lock()
-	for _, ch := range engs.choices {
+	for _, ch := range engs.choiceLines() {
 		fmt.Fprintf(out, "engine: %s\n", ch)
 	}
-	engs.mu.Unlock()
 	fmt.Fprintf(out, "%-7s %7s %10s %10s %7s %9s %9s %9s\n", "mode", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "P99.9 ms")
 	// With infer.batch_sizes beyond 1 the policy runs streams through the
 	// cross-stream batcher, as vigil run does.
-	var batcher *pipeline.Batcher
-	if engs.batching() {
-		bctx, cancel := context.WithCancel(ctx)
-		var bwg sync.WaitGroup
-		defer func() { cancel(); bwg.Wait() }()
-		engs.runBatcher = func(b *pipeline.Batcher) {
-			bwg.Add(1)
-			go func() { defer bwg.Done(); b.Run(bctx) }()
-		}
-		if batcher, err = engs.batcher(o.Model, "", c.Infer.Device, eng, nil); err != nil {
-			return nil, nil, err
-		}
+	batcher, stopBatcher, err := engs.toolBatcher(ctx, o.Model, c.Infer.Device, eng)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stopBatcher()
+	if batcher != nil {
 		fmt.Fprintf(out, "batching: infer.batch_sizes %v, max queue delay %d µs\n", c.Infer.BatchSizes, c.Pipeline.MaxQueueDelayUS)
 	}
 	for _, withPolicy := range []bool{true, false} {
