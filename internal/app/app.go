@@ -369,6 +369,13 @@ func placementDevices(c *config.Config) ([]int, error) {
 	return []int{c.Infer.Device}, nil
 }
 
+// withHW sets on o the config's NVDEC settings (decode.hwaccel,
+// decode.hw_surfaces) for CUDA device dev.
+func withHW(o decode.Options, c *config.Config, dev int) decode.Options {
+	o.HWAccel, o.HWDevice, o.HWSurfaces = decode.HWAccel(c.Decode.HWAccel), strconv.Itoa(dev), c.Decode.HWSurfaces
+	return o
+}
+
 // gpuChain is the GPU part of the provider chain infer.provider asks for
 // (auto and tensorrt: tensorrt then cuda; cuda: cuda; cpu: none).
 func gpuChain(p string) []ortdev.Provider {

@@ -161,11 +161,10 @@ func (s *service) build(sp registry.Spec, dev int) (pipeline.StreamConfig, error
 	}
 	open, stall := sp.Durations()
 	log := s.log.With(zap.String("stream", sp.ID))
-	src, err := decode.New(decode.Options{
+	src, err := decode.New(withHW(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
 		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
-		HWAccel: decode.HWAccel(s.c.Decode.HWAccel), HWDevice: strconv.Itoa(dev), HWSurfaces: s.c.Decode.HWSurfaces,
-	})
+	}, s.c, dev))
 	if err != nil {
 		return pipeline.StreamConfig{}, err
 	}

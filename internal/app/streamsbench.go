@@ -152,7 +152,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		reg.MustRegister(hw)
 		sampleDec = func() float64 { return familyGauge(reg, "vigil_gpu_decoder_utilization_ratio") }
 	}
-	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, HWAccel: c.Decode.HWAccel, Device: c.Infer.Device, HWSurfaces: c.Decode.HWSurfaces}
+	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, hw: withHW(decode.Options{}, &c, c.Infer.Device)}
 	limited := false
 	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -31,11 +30,9 @@ type SweepOptions struct {
 	Each    time.Duration // measuring time per point (after 1 s of warm-up)
 	Budget  time.Duration // the policy's latency budget
 	Plot    string        // PNG path for P99 against load; "" for none
-	// HWAccel, Device and HWSurfaces are decode.hwaccel, infer.device and
-	// decode.hw_surfaces (Sweep fills them from the config).
-	HWAccel    string
-	Device     int
-	HWSurfaces int
+	// hw holds the config's NVDEC settings for the sources (withHW);
+	// Sweep and BenchStreams set it.
+	hw decode.Options
 }
 
 // SweepPoint is one load level in one mode.
@@ -64,7 +61,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	if err := openRuntime(&c); err != nil {
 		return nil, nil, err
 	}
-	o.HWAccel, o.Device, o.HWSurfaces = c.Decode.HWAccel, c.Infer.Device, c.Decode.HWSurfaces
+	o.hw = withHW(decode.Options{}, &c, c.Infer.Device)
 	engs := newEngines(&c)
 	defer engs.close()
 	eng, err := engs.get(o.Model)
@@ -158,8 +155,9 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
-		src, err := decode.New(decode.Options{URL: o.Source, StreamID: id, Realtime: true, Loop: true,
-			HWAccel: decode.HWAccel(o.HWAccel), HWDevice: strconv.Itoa(o.Device), HWSurfaces: o.HWSurfaces})
+		so := o.hw
+		so.URL, so.StreamID, so.Realtime, so.Loop = o.Source, id, true, true
+		src, err := decode.New(so)
 		if err != nil {
 			return SweepPoint{}, err
 		}
