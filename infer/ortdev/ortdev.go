@@ -359,15 +359,7 @@ func open(o Options, p Provider) (*Session, error) {
 	if p == TensorRT { // the CUDA provider behind TensorRT gets the same stream and settings
 		ckeys, cvals = kv(ProviderOptions(o, CUDA))
 	}
-	sopts := map[string]string{}
-	for k, v := range o.SessionConfig {
-		sopts[k] = v
-	}
-	var skeys, svals []string
-	for k, v := range sopts {
-		skeys = append(skeys, k)
-		svals = append(svals, v)
-	}
+	skeys, svals := kv(o.SessionConfig)
 	ck, cv, csk, csv := newCStrings(keys), newCStrings(vals), newCStrings(skeys), newCStrings(svals)
 	cck, ccv := newCStrings(ckeys), newCStrings(cvals)
 	defer func() {
