@@ -460,6 +460,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	views := make([]decode.YUV420, len(imgs))
 	onGPU := false
 	for i, img := range imgs {
+		s.lbs[i] = infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
 		if p, ok := img.(*decode.Picture); ok && !e.o.CPUPreprocess {
 			if c, ok := p.CUDA(); ok {
 				// NVDEC surface: the kernel reads it where it is.
@@ -478,8 +479,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 		if e.o.Resizer == nil {
 			return bt, fmt.Errorf("gpu: frame %d is not 8-bit 4:2:0 and the engine has no Resizer", i)
 		}
-		lb := infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
-		need += lb.ContentW * lb.ContentH * 3
+		need += s.lbs[i].ContentW * s.lbs[i].ContentH * 3
 	}
 	if err := e.ensure(s, need); err != nil {
 		return bt, err
@@ -493,8 +493,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	}
 	var jobs []job
 	for i, img := range imgs {
-		lb := infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
-		s.lbs[i] = lb
+		lb := s.lbs[i]
 		if st[i].device {
 			continue
 		}
