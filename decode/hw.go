@@ -2,21 +2,21 @@ package decode
 
 /*
 #cgo pkg-config: libavutil
-#include <libavutil/frame.h>
-#include <libavutil/hwcontext.h>
-
-static int vigil_hw_sw_format(const AVFrame *f) {
-	if (f->hw_frames_ctx == NULL) return -1;
-	return ((AVHWFramesContext *)f->hw_frames_ctx->data)->sw_format;
-}
+#include "hwdev.h"
 */
 import "C"
 
 import (
+	"context"
 	"fmt"
+	"runtime/cgo"
+	"strconv"
 	"strings"
+	"time"
+	"unsafe"
 
 	"github.com/asticode/go-astiav"
+	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/internal/cuda"
 )
@@ -59,29 +59,101 @@ func cudaHWConfig(codec *astiav.Codec) bool {
 	return false
 }
 
+// hwDevice is what an NVDEC decoder's FFmpeg CUDA device context runs on:
+// a reference to the device's primary context (shared with the GPU engine
+// and ONNX Runtime) and a non-blocking stream of the decoder's own. With
+// that stream as AVCUDADeviceContext.stream, NVDEC's output mapping and
+// vigil's copies stay off the legacy default stream, which synchronises
+// with other work in the context. It is released by vigilCUDADeviceFree
+// when FFmpeg frees the device context (after the decoder and every frame
+// made on it).
+type hwDevice struct {
+	ctx    *cuda.Context
+	stream *cuda.Stream
+}
+
+func (h *hwDevice) close() {
+	_ = h.stream.Destroy()
+	_ = h.ctx.Release()
+}
+
+//export vigilCUDADeviceFree
+func vigilCUDADeviceFree(opaque C.uintptr_t) {
+	h := cgo.Handle(opaque)
+	h.Value().(*hwDevice).close()
+	h.Delete()
+}
+
+// newHWDevice makes the FFmpeg CUDA device context for one decoder on GPU
+// device (an ordinal; "" is 0). Errors: a bad ordinal, or CUDA or FFmpeg
+// refusing.
+func newHWDevice(device string) (*astiav.HardwareDeviceContext, *hwDevice, error) {
+	ord := 0
+	if device != "" {
+		n, err := strconv.Atoi(device)
+		if err != nil || n < 0 {
+			return nil, nil, fmt.Errorf("CUDA device %q: want a GPU ordinal (0, 1, ...)", device)
+		}
+		ord = n
+	}
+	ctx, err := cuda.Primary(ord)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening CUDA device %d for NVDEC: %w", ord, err)
+	}
+	st, err := ctx.NewStream()
+	if err != nil {
+		_ = ctx.Release()
+		return nil, nil, fmt.Errorf("CUDA stream for NVDEC: %w", err)
+	}
+	hd := &hwDevice{ctx: ctx, stream: st}
+	h := cgo.NewHandle(hd)
+	var cerr, owned C.int
+	ref := C.vigil_cuda_device_new(C.uintptr_t(ctx.Handle()), C.uintptr_t(st.Handle()), C.uintptr_t(h), &cerr, &owned)
+	if ref == nil {
+		if owned == 0 { // the free callback never ran
+			hd.close()
+			h.Delete()
+		}
+		return nil, nil, fmt.Errorf("FFmpeg CUDA device context: %w", avError(int(cerr)))
+	}
+	return wrapDevice(ref), hd, nil
+}
+
+// wrapDevice hands an AVBufferRef of a device context to go-astiav, which
+// then owns that reference. go-astiav v0.16.0 has no constructor from C;
+// its HardwareDeviceContext is a struct of that one pointer
+// (hardware_device_context.go), as TestHardwareDeviceContextLayout checks.
+func wrapDevice(ref *C.AVBufferRef) *astiav.HardwareDeviceContext {
+	h := &astiav.HardwareDeviceContext{}
+	*(**C.AVBufferRef)(unsafe.Pointer(h)) = ref
+	return h
+}
+
+// avError is an AVERROR code as go-astiav's error type.
+func avError(code int) error { return astiav.Error(code) }
+
 // setupNVDEC gives cc a CUDA device context on GPU device (an ordinal,
-// "" for 0) in the CUDA primary context, so that decoded surfaces are
-// device pointers the GPU engine can read, and asks for CUDA frames with
-// surfaces extra decoder surfaces beyond what the codec needs (frames
-// held downstream each keep one). Errors: no NVDEC for the codec, or the
-// device not opening (no driver, no GPU).
-func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string, surfaces int) error {
+// "" for 0) in the CUDA primary context, with a stream of its own, and
+// asks for CUDA frames. Decoded surfaces are copied at once into frames
+// of vigil's own pool (see hwFrames) and given back to NVDEC, so the two
+// extra surfaces asked for here are enough however long the pipeline holds
+// frames. Errors: no NVDEC for the codec, or the device not opening (no
+// driver, no GPU).
+func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string) (*hwDevice, error) {
 	if !cudaHWConfig(codec) {
-		return fmt.Errorf("FFmpeg has no NVDEC (cuda hwaccel) for %s", codec.Name())
+		return nil, fmt.Errorf("FFmpeg has no NVDEC (cuda hwaccel) for %s", codec.Name())
 	}
 	// Ask the driver first: FFmpeg's own attempt would log its warnings
 	// (without the stream's name) and end in a vaguer error.
 	if err := cuda.Init(); err != nil {
-		return err
+		return nil, err
 	}
-	opts := astiav.NewDictionary()
-	defer opts.Free()
-	_ = opts.Set("primary_ctx", "1", 0)
-	// One device context per decoder: go-astiav v0.16.0's CodecContext.Free
-	// unrefs the context it was given, so it cannot be shared.
-	hdc, err := astiav.CreateHardwareDeviceContext(astiav.HardwareDeviceTypeCUDA, device, opts)
+	// One device context per decoder, so that each decoder synchronises
+	// only its own stream (and go-astiav v0.16.0's CodecContext.Free unrefs
+	// the context it was given, so it could not be shared anyway).
+	hdc, hd, err := newHWDevice(device)
 	if err != nil {
-		return fmt.Errorf("opening CUDA device %q for NVDEC: %w", device, err)
+		return nil, err
 	}
 	cc.SetHardwareDeviceContext(hdc)
 	cc.SetPixelFormatCallback(func(pfs []astiav.PixelFormat) astiav.PixelFormat {
@@ -92,7 +164,7 @@ func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string, sur
 		}
 		return pfs[0] // software
 	})
-	cc.SetExtraHardwareFrames(surfaces)
+	cc.SetExtraHardwareFrames(2)
 	// One decoder thread (overriding the stream's decode_threads): with
 	// frame threads FFmpeg calls get_format on a
 	// per-thread copy of the codec context, which go-astiav v0.16.0's
@@ -100,13 +172,80 @@ func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string, sur
 	// AV_PIX_FMT_NONE and every slice fails ("decode_slice_header error",
 	// seen on the H200). NVDEC does the decoding work anyway.
 	cc.SetThreadCount(1)
-	return nil
+	return hd, nil
+}
+
+// hwFrames is one decoder's pool of device frames. FFmpeg 5.1's NVDEC
+// output is a mapped decoder surface (cuvidMapVideoFrame) that stays
+// mapped, and its decoder surface taken, until the frame is freed; a
+// pipeline holding more frames than the decoder has surfaces makes NVDEC
+// fail ("No decoder surfaces left"), and the packets it then skips break
+// the reference chain. So each surface is copied on the GPU (3.1 MB for
+// 1080p NV12, a few µs) into a frame of this pool and given back at once.
+// At most max frames are out at a time (decode.hw_surfaces): the decoder
+// waits for one to be released beyond that, which with vigil's bounded
+// queues happens only when the pipeline is lossless and behind.
+type hwFrames struct {
+	dev  *hwDevice
+	pool *C.AVBufferRef // AVHWFramesContext, made on the first frame
+	sem  chan struct{}  // one token per frame out
+	log  *zap.Logger
+}
+
+func newHWFrames(dev *hwDevice, max int, log *zap.Logger) *hwFrames {
+	return &hwFrames{dev: dev, sem: make(chan struct{}, max), log: log}
+}
+
+// copy returns a pool frame holding src's picture (complete: the copy is
+// synchronised), waiting while max frames are out. Errors: ctx ending,
+// FFmpeg or CUDA failures.
+func (h *hwFrames) copy(ctx context.Context, src *astiav.Frame) (*astiav.Frame, chan struct{}, error) {
+	select {
+	case h.sem <- struct{}{}:
+	default:
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case h.sem <- struct{}{}:
+		case <-t.C:
+			h.log.Warn("NVDEC frames all held downstream: decoding waits", zap.Int("decode.hw_surfaces", cap(h.sem)))
+			select {
+			case h.sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	dst := astiav.AllocFrame()
+	r := C.vigil_hw_copy(&h.pool, (*C.AVFrame)(src.UnsafePointer()), (*C.AVFrame)(dst.UnsafePointer()))
+	err := error(nil)
+	if r < 0 {
+		err = fmt.Errorf("copying an NVDEC frame: %w", avError(int(r)))
+	} else if err = h.dev.stream.Synchronize(); err != nil {
+		err = fmt.Errorf("copying an NVDEC frame: %w", err)
+	}
+	if err != nil {
+		dst.Free()
+		<-h.sem
+		return nil, nil, err
+	}
+	return dst, h.sem, nil
+}
+
+// close drops the decoder's reference to the pool; frames still out keep
+// it (and the device) until they are released.
+func (h *hwFrames) close() {
+	C.av_buffer_unref(&h.pool)
 }
 
 // CUDAFrame is an NVDEC-decoded picture in device memory of the CUDA
 // primary context: NV12, Y plane at Y (YStride bytes per row) and
 // interleaved Cb,Cr at UV (UVStride bytes per row, half height). The
-// pointers are CUdeviceptr values, valid until the Picture is released.
+// pointers are CUdeviceptr values into a frame of vigil's pool (hwFrames),
+// valid until the Picture is released; the pixels are complete (no GPU
+// work on them is pending) when the frame is emitted.
 type CUDAFrame struct {
 	Y, UV             uintptr
 	YStride, UVStride int

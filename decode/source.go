@@ -66,10 +66,11 @@ type Options struct {
 	HWAccel HWAccel
 	// HWDevice is the CUDA device ordinal for NVDEC ("" is 0).
 	HWDevice string
-	// HWSurfaces is the number of decoder surfaces NVDEC allocates beyond
-	// the codec's own needs (extra_hw_frames): frames waiting in queues
-	// downstream each hold one, and the decoder stalls when none is free.
-	// Default 8.
+	// HWSurfaces bounds the NVDEC frames of this source held downstream
+	// at once (queued, batched): each decoded surface is copied into a
+	// device frame of a per-source pool and given back to NVDEC, and the
+	// decoder waits while HWSurfaces frames are out. Default 8; 1080p NV12
+	// frames are 3.1 MB each.
 	HWSurfaces int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
@@ -288,18 +289,22 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	}
 	cc.SetThreadCount(s.o.Threads)
 	hw := false
+	var frames *hwFrames
 	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff {
-		surfaces := s.o.HWSurfaces
-		if surfaces <= 0 {
-			surfaces = 8
-		}
-		if err := setupNVDEC(cc, codec, s.o.HWDevice, surfaces); err != nil {
+		dev, err := setupNVDEC(cc, codec, s.o.HWDevice)
+		if err != nil {
 			if s.o.HWAccel == HWCUDA {
 				return 0, fmt.Errorf("decode.hwaccel cuda: %w", err)
 			}
 			s.noNVDEC(err)
 		} else {
 			hw = true
+			surfaces := s.o.HWSurfaces
+			if surfaces <= 0 {
+				surfaces = 8
+			}
+			frames = newHWFrames(dev, surfaces, s.o.Logger)
+			defer frames.close() // frames still out keep the pool
 			// go-astiav keeps get_format callbacks in a map keyed by the
 			// context; drop ours before cc.Free (deferred earlier, run later).
 			defer cc.SetPixelFormatCallback(nil)
@@ -325,7 +330,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		zap.Int("width", cp.Width()), zap.Int("height", cp.Height()), zap.Float64("fps", fps))
 
 	d := decoder{
-		s: s, cc: cc, emit: emit, tb: st.TimeBase().Float64(),
+		s: s, cc: cc, emit: emit, tb: st.TimeBase().Float64(), ctx: ctx, hw: frames,
 		frameDur: 0, pkt: astiav.AllocPacket(), frame: astiav.AllocFrame(),
 	}
 	if fps > 0 {
@@ -431,6 +436,8 @@ func bestVideoStream(fc *astiav.FormatContext) *astiav.Stream {
 type decoder struct {
 	s        *Source
 	cc       *astiav.CodecContext
+	ctx      context.Context
+	hw       *hwFrames // NVDEC: the pool decoded surfaces are copied into
 	emit     func(*pipeline.Frame)
 	tb       float64 // stream time base in seconds per tick
 	frameDur float64 // seconds, 0 when unknown
@@ -473,16 +480,26 @@ func (d *decoder) receive(arrival time.Time) error {
 			return fmt.Errorf("receive frame: %w", err)
 		}
 		pts := d.framePTS()
+		pic := &Picture{cs: d.cc.ColorSpace()}
+		if d.hw != nil && d.frame.PixelFormat() == astiav.PixelFormatCuda {
+			pic.f, pic.sem, err = d.hw.copy(d.ctx, d.frame)
+		} else {
+			pic.f = d.frame.Clone()
+		}
+		key := d.frame.KeyFrame()
+		d.frame.Unref() // gives an NVDEC surface back to the decoder
+		if err != nil {
+			return err
+		}
 		f := &pipeline.Frame{
 			StreamID: d.s.o.StreamID,
 			Seq:      d.s.seq,
 			PTS:      pts + d.s.ptsOffset,
-			Keyframe: d.frame.KeyFrame(),
+			Keyframe: key,
 			Arrival:  arrival,
 			Decoded:  time.Now(),
-			Image:    &Picture{f: d.frame.Clone(), cs: d.cc.ColorSpace()},
+			Image:    pic,
 		}
-		d.frame.Unref()
 		d.s.seq++
 		d.frames++
 		d.emit(f)
@@ -574,8 +591,9 @@ func (p *pacer) wait(ctx context.Context, t float64) error {
 // pipeline.Image. It holds a reference to the decoder's buffer (no copy);
 // Release drops it.
 type Picture struct {
-	f  *astiav.Frame
-	cs astiav.ColorSpace // the decoder's AVCodecContext.colorspace
+	f   *astiav.Frame
+	cs  astiav.ColorSpace // the decoder's AVCodecContext.colorspace
+	sem chan struct{}     // NVDEC: the pool token this frame holds (hwFrames)
 }
 
 // Width in pixels.
@@ -589,5 +607,9 @@ func (p *Picture) Release() {
 	if p.f != nil {
 		p.f.Free()
 		p.f = nil
+		if p.sem != nil {
+			<-p.sem
+			p.sem = nil
+		}
 	}
 }

@@ -153,7 +153,6 @@ type slot struct {
 	// events: up0/up1 around H2D, c0/c1 around compute (p1 after the
 	// kernels), d0/d1 around D2H.
 	up0, up1, c0, p1, c1, d0, d1 *cuda.Event
-	nv                           *cuda.Event // NVDEC's copies done (no timing)
 }
 
 // Open initialises CUDA on o.Device, compiles the kernels, opens the ONNX
@@ -316,9 +315,6 @@ func (e *Engine) newSlot() (*slot, error) {
 			return s, err
 		}
 	}
-	if s.nv, err = e.ctx.NewEvent(false); err != nil {
-		return s, err
-	}
 	return s, nil
 }
 
@@ -458,13 +454,12 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	st := make([]staged, len(imgs))
 	need := 0
 	views := make([]decode.YUV420, len(imgs))
-	onGPU := false
 	for i, img := range imgs {
 		s.lbs[i] = infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
 		if p, ok := img.(*decode.Picture); ok && !e.o.CPUPreprocess {
 			if c, ok := p.CUDA(); ok {
 				// NVDEC surface: the kernel reads it where it is.
-				st[i].yuv, st[i].device, onGPU = true, true, true
+				st[i].yuv, st[i].device = true, true
 				st[i].planes = Planes{Y: cuda.DevicePtr(c.Y), U: cuda.DevicePtr(c.UV), NV12: true, YStride: c.YStride,
 					UVStride: c.UVStride, Width: c.Width, Height: c.Height, FullRange: c.FullRange, Matrix: c.Matrix}
 				continue
@@ -535,7 +530,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	// Stage 3 (compute stream): kernels into the bound input, the run, and
 	// a device copy of the outputs into the slot, so the next batch may run
 	// while this one downloads.
-	if err := e.computeBatch(s, st, onGPU, &bt); err != nil {
+	if err := e.computeBatch(s, st, &bt); err != nil {
 		return bt, err
 	}
 	// Stage 4 (download stream).
@@ -580,21 +575,11 @@ func (e *Engine) up0rec(s *slot, n int) error {
 	return s.up1.Record(e.up)
 }
 
-func (e *Engine) computeBatch(s *slot, st []staged, nvdec bool, bt *BatchTimes) error {
+func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
 	e.compMu.Lock()
 	defer e.compMu.Unlock()
 	if err := e.compute.WaitEvent(s.up1); err != nil {
 		return err
-	}
-	if nvdec {
-		// FFmpeg copies NVDEC's output into the frame on the legacy default
-		// stream, which vigil's non-blocking streams do not wait for.
-		if err := s.nv.Record(nil); err != nil {
-			return err
-		}
-		if err := e.compute.WaitEvent(s.nv); err != nil {
-			return err
-		}
 	}
 	if err := s.c0.Record(e.compute); err != nil {
 		return err
@@ -707,7 +692,7 @@ func (e *Engine) Close() error {
 	}
 	var errs []error
 	for _, s := range e.all {
-		for _, ev := range []*cuda.Event{s.up0, s.up1, s.c0, s.p1, s.c1, s.d0, s.d1, s.nv} {
+		for _, ev := range []*cuda.Event{s.up0, s.up1, s.c0, s.p1, s.c1, s.d0, s.d1} {
 			if ev != nil {
 				errs = append(errs, ev.Destroy())
 			}

@@ -49,6 +49,13 @@ func (c *Context) Release() error {
 	return check("cuDevicePrimaryCtxRelease", cPrimaryCtxRelease(c.cudev))
 }
 
+// Handle returns the CUcontext as an integer, for C libraries that share
+// the context (FFmpeg's CUDA device context for NVDEC); 0 after Release.
+func (c *Context) Handle() uintptr {
+	h, _ := c.handle()
+	return h
+}
+
 // handle returns the CUcontext, or an ErrClosed error.
 func (c *Context) handle() (uintptr, error) {
 	if c == nil || c.h == 0 || c.released.Load() {
