@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -97,6 +98,9 @@ func TestLoopKeepsPTSIncreasing(t *testing.T) {
 	err = src.Run(ctx, func(f *pipeline.Frame) {
 		f.Image.Release()
 		require.Greater(t, f.PTS, last)
+		if last >= 0 { // no gap at the loop either: one frame (24 fps) apart
+			require.InDelta(t, 1.0/24, f.PTS-last, 0.01, "frame %d", n)
+		}
 		last = f.PTS
 		if n++; n == 300 { // past the end of the 270-frame file
 			cancel()
@@ -104,6 +108,29 @@ func TestLoopKeepsPTSIncreasing(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.GreaterOrEqual(t, n, 300)
+}
+
+// A frame's Arrival is when its own packet was read, not when the decoder
+// released it: with frame threads the decoder holds threads-1 frames, so
+// stamping at output would hide that delay from the latency figures.
+func TestArrivalIsThePacketsTime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true, Threads: 4})
+	require.NoError(t, err)
+	var held []time.Duration // Decoded - Arrival
+	err = src.Run(ctx, func(f *pipeline.Frame) {
+		f.Image.Release()
+		held = append(held, f.Decoded.Sub(f.Arrival))
+		if len(held) == 24 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	// Packets are paced at 24 fps, and 4 frame threads release frame i
+	// only once packet i+3 is in: 125 ms after frame i's own packet.
+	slices.Sort(held)
+	require.Greater(t, held[len(held)/2], 80*time.Millisecond, "median decode stage %s", held[len(held)/2])
 }
 
 func TestRealtimePacing(t *testing.T) {

@@ -354,6 +354,16 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		err := fc.ReadFrame(d.pkt)
 		wd.disarm()
 		if errors.Is(err, astiav.ErrEof) {
+			if s.o.Loop && s.kind == KindFile && d.frames > 0 {
+				if !d.looped { // the first pass: was the file whole?
+					if err := d.checkComplete(fc, st); err != nil {
+						return 0, err
+					}
+				}
+				if d.rewind(fc, st) {
+					continue
+				}
+			}
 			break
 		}
 		if err != nil {
@@ -369,6 +379,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		}
 		d.lastCorrupt = d.pkt.Flags().Has(astiav.PacketFlagCorrupt)
 		d.pkts++
+		d.shiftLoop()
 		if s.o.Realtime && s.kind == KindFile {
 			if err := pace.wait(ctx, d.pktTime()); err != nil {
 				d.pkt.Unref()
@@ -376,6 +387,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 			}
 		}
 		arrival := time.Now()
+		d.noteArrival(arrival)
 		err = cc.SendPacket(d.pkt)
 		d.pkt.Unref()
 		if err != nil && !errors.Is(err, astiav.ErrEagain) {
@@ -450,6 +462,107 @@ type decoder struct {
 	hasFirst bool
 	// lastCorrupt: the last video packet read carried AV_PKT_FLAG_CORRUPT.
 	lastCorrupt bool
+
+	// Looping without reopening (rewind): packet timestamps of pass k are
+	// shifted by loopOff (stream time base), the sum of the earlier passes'
+	// lengths, so the decoder and the pacer see one continuous stream.
+	looped            bool
+	loopOff           int64
+	passMin, passEnd  int64 // this pass's smallest PTS and largest PTS+duration, unshifted
+	passSeen          bool
+	// arrivals maps a packet's (shifted) PTS to when it was read, so that
+	// a frame carries its own packet's arrival time however long the
+	// decoder held it (B-frame reordering, frame threads).
+	arrivals map[int64]time.Time
+}
+
+// shiftLoop records the current packet's timestamps for this pass and
+// shifts them by loopOff.
+func (d *decoder) shiftLoop() {
+	pts, dts := d.pkt.Pts(), d.pkt.Dts()
+	ts := pts
+	if ts == astiav.NoPtsValue {
+		ts = dts // AVI and raw streams often give only DTS
+	}
+	if ts != astiav.NoPtsValue {
+		dur := d.pkt.Duration()
+		if dur <= 0 && d.frameDur > 0 && d.tb > 0 {
+			dur = int64(math.Round(d.frameDur / d.tb))
+		}
+		if !d.passSeen || ts < d.passMin {
+			d.passMin = ts
+		}
+		if !d.passSeen || ts+dur > d.passEnd {
+			d.passEnd = ts + dur
+		}
+		d.passSeen = true
+	}
+	if d.loopOff == 0 {
+		return
+	}
+	if pts != astiav.NoPtsValue {
+		d.pkt.SetPts(pts + d.loopOff)
+	}
+	if dts != astiav.NoPtsValue {
+		d.pkt.SetDts(dts + d.loopOff)
+	}
+}
+
+// rewind seeks a looping file back to its start without closing the
+// decoder, as a camera's stream would continue: no reopen (an NVDEC
+// decoder takes tens of ms to create) and no drained burst of buffered
+// frames at every pass. It reports false when the input cannot seek (the
+// caller then drains and reopens, as before).
+func (d *decoder) rewind(fc *astiav.FormatContext, st *astiav.Stream) bool {
+	if !d.passSeen || d.passEnd <= d.passMin {
+		return false
+	}
+	start := st.StartTime()
+	if start == astiav.NoPtsValue {
+		start = 0
+	}
+	if err := fc.SeekFrame(st.Index(), start, astiav.NewSeekFlags(astiav.SeekFlagBackward)); err != nil {
+		d.s.o.Logger.Debug("cannot rewind for looping; reopening", zap.Error(err))
+		return false
+	}
+	d.loopOff += d.passEnd - d.passMin
+	d.looped, d.passSeen = true, false
+	return true
+}
+
+// noteArrival remembers when the current packet (timestamps already
+// shifted) was read.
+func (d *decoder) noteArrival(t time.Time) {
+	pts := d.pkt.Pts()
+	if pts == astiav.NoPtsValue {
+		pts = d.pkt.Dts() // the frame will carry it as pkt_dts
+	}
+	if pts != astiav.NoPtsValue {
+		if d.arrivals == nil {
+			d.arrivals = map[int64]time.Time{}
+		}
+		d.arrivals[pts] = t
+	}
+}
+
+// arrivalOf returns the arrival time of the packet a frame with PTS pts
+// (else packet DTS pts) came from (fallback when unknown: the packet just
+// sent), and forgets it and any older entries: frames leave the decoder
+// in PTS order, so those will not be asked for.
+func (d *decoder) arrivalOf(pts int64, fallback time.Time) time.Time {
+	if pts == astiav.NoPtsValue || d.arrivals == nil {
+		return fallback
+	}
+	t, ok := d.arrivals[pts]
+	for k := range d.arrivals {
+		if k <= pts {
+			delete(d.arrivals, k)
+		}
+	}
+	if !ok {
+		return fallback
+	}
+	return t
 }
 
 // pktTime is the current packet's DTS (else PTS) in seconds; for streams
@@ -479,6 +592,11 @@ func (d *decoder) receive(arrival time.Time) error {
 		if err != nil {
 			return fmt.Errorf("receive frame: %w", err)
 		}
+		ts := d.frame.Pts()
+		if ts == astiav.NoPtsValue {
+			ts = d.frame.PktDts()
+		}
+		arrival := d.arrivalOf(ts, arrival)
 		pts := d.framePTS()
 		pic := &Picture{cs: d.cc.ColorSpace()}
 		if d.hw != nil && d.frame.PixelFormat() == astiav.PixelFormatCuda {
