@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"slices"
 	"sync"
 )
@@ -14,6 +15,7 @@ import (
 type Placer struct {
 	mu     sync.Mutex
 	load   []float64
+	cap    []float64 // relative capacities, all 1 for NewPlacer
 	where  map[string]int
 	weight map[string]float64
 }
@@ -26,7 +28,32 @@ type Move struct {
 
 // NewPlacer returns a placer over devices devices (at least 1).
 func NewPlacer(devices int) *Placer {
-	return &Placer{load: make([]float64, max(devices, 1)), where: map[string]int{}, weight: map[string]float64{}}
+	caps := make([]float64, max(devices, 1))
+	for i := range caps {
+		caps[i] = 1
+	}
+	return NewPlacerCapacity(caps)
+}
+
+// NewPlacerCapacity returns a placer over len(caps) devices of unequal
+// capacity (in any unit, e.g. decoded frames per second; values <= 0 count
+// as 1): a device's relative load is its load divided by its capacity,
+// Place and PlaceAmong fill the device whose relative load would be lowest,
+// and Rebalance narrows the spread of relative loads. vigil's hybrid
+// decoding places streams on NVDEC engines and the CPU this way, in
+// proportion to their measured decode rates.
+func NewPlacerCapacity(caps []float64) *Placer {
+	if len(caps) == 0 {
+		caps = []float64{1}
+	}
+	c := make([]float64, len(caps))
+	for i, v := range caps {
+		c[i] = v
+		if v <= 0 {
+			c[i] = 1
+		}
+	}
+	return &Placer{load: make([]float64, len(c)), cap: c, where: map[string]int{}, weight: map[string]float64{}}
 }
 
 // Devices is the number of devices.
@@ -36,6 +63,15 @@ func (p *Placer) Devices() int { return len(p.load) }
 // device with the given weight (> 0; 0 or less counts as 1) if it is new.
 // A placed stream keeps its device; a new weight replaces the old one.
 func (p *Placer) Place(id string, weight float64) int {
+	return p.PlaceAmong(id, weight, nil)
+}
+
+// PlaceAmong is Place restricted to the devices in among (nil: all): a new
+// stream goes to the one whose relative load with it added would be lowest
+// (ties to the first listed). Indices out of range are ignored; if none is
+// left it places on device 0. A placed stream keeps its device, even if it
+// is not in among.
+func (p *Placer) PlaceAmong(id string, weight float64, among []int) int {
 	if weight <= 0 {
 		weight = 1
 	}
@@ -46,10 +82,19 @@ func (p *Placer) Place(id string, weight float64) int {
 		p.weight[id] = weight
 		return d
 	}
-	d := 0
-	for i, l := range p.load {
-		if l < p.load[d] {
-			d = i
+	if among == nil {
+		among = make([]int, len(p.load))
+		for i := range among {
+			among[i] = i
+		}
+	}
+	d, best := 0, math.Inf(1)
+	for _, i := range among {
+		if i < 0 || i >= len(p.load) {
+			continue
+		}
+		if r := (p.load[i] + weight) / p.cap[i]; r < best {
+			d, best = i, r
 		}
 	}
 	p.where[id], p.weight[id] = d, weight
@@ -76,43 +121,41 @@ func (p *Placer) Remove(id string) {
 	}
 }
 
-// Rebalance moves streams, one at a time, to the least loaded device while
-// a move narrows the spread: a stream of weight w on device d may move to
-// the least loaded device lo when w < load[d] - load[lo]. Of those moves
-// it takes the one that lowers the sum of squared loads most (reduction
-// 2w(load[d]-load[lo]-w)), so each restart buys as much balance as it can;
-// ties go to the smallest stream id, so the result does not depend on map
-// order. The sum of squares falls with every move, so the loop ends. It
-// returns the moves made.
+// Rebalance moves streams, one at a time, while a move lowers the sum over
+// devices of load²/capacity (for equal capacities: the sum of squared
+// loads, the spread). Moving a stream of weight w from device d to t
+// lowers it by (2w·load[d] - w²)/cap[d] - (2w·load[t] + w²)/cap[t]; of the
+// moves with a positive gain it takes the largest, so each restart buys as
+// much balance as it can; ties go to the smallest stream id, then the
+// lowest device, so the result does not depend on map order. The sum falls
+// with every move, so the loop ends. It returns the moves made.
 func (p *Placer) Rebalance() []Move {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var moves []Move
 	for range len(p.where) + 1 {
-		lo := 0
-		for i, l := range p.load {
-			if l < p.load[lo] {
-				lo = i
-			}
-		}
-		best, bestID := 0.0, ""
+		best, bestID, bestTo := 1e-9, "", 0
 		for id, d := range p.where {
-			w, gap := p.weight[id], p.load[d]-p.load[lo]
-			if d == lo || w >= gap {
-				continue
-			}
-			if gain := 2 * w * (gap - w); gain > best || (gain == best && bestID != "" && id < bestID) {
-				best, bestID = gain, id
+			w := p.weight[id]
+			out := (2*w*p.load[d] - w*w) / p.cap[d]
+			for t := range p.load {
+				if t == d {
+					continue
+				}
+				gain := out - (2*w*p.load[t]+w*w)/p.cap[t]
+				if gain > best || (gain == best && bestID != "" && (id < bestID || id == bestID && t < bestTo)) {
+					best, bestID, bestTo = gain, id, t
+				}
 			}
 		}
 		if bestID == "" {
 			break
 		}
 		from := p.where[bestID]
-		p.where[bestID] = lo
+		p.where[bestID] = bestTo
 		p.load[from] -= p.weight[bestID]
-		p.load[lo] += p.weight[bestID]
-		moves = append(moves, Move{Stream: bestID, From: from, To: lo})
+		p.load[bestTo] += p.weight[bestID]
+		moves = append(moves, Move{Stream: bestID, From: from, To: bestTo})
 	}
 	return moves
 }

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -87,4 +88,46 @@ func TestPlacerRebalance(t *testing.T) {
 	require.Equal(t, []float64{50, 30, 0}, g.Loads())
 	require.Equal(t, []pipeline.Move{{Stream: "a", From: 1, To: 2}}, g.Rebalance())
 	require.Equal(t, []float64{50, 20, 10}, g.Loads())
+}
+
+// Hybrid decoding: NVDEC engines and the CPU as devices of unequal
+// capacity get streams in proportion to it, a stream may be restricted to
+// some devices (its GPU's NVDEC or the CPU), and Rebalance evens relative
+// loads.
+func TestPlacerCapacity(t *testing.T) {
+	p := pipeline.NewPlacerCapacity([]float64{1300, 650}) // NVDEC, CPU
+	got := map[int]int{}
+	for i := range 9 {
+		got[p.Place(fmt.Sprint("s", i), 1)]++
+	}
+	require.Equal(t, map[int]int{0: 6, 1: 3}, got, "2:1 capacity, 2:1 streams")
+
+	// Two GPUs' NVDEC (0, 1) and the CPU (2): a stream on GPU 1 chooses
+	// between 1 and 2 only.
+	q := pipeline.NewPlacerCapacity([]float64{100, 100, 100})
+	require.Equal(t, 1, q.PlaceAmong("a", 1, []int{1, 2}))
+	require.Equal(t, 2, q.PlaceAmong("b", 1, []int{1, 2}))
+	require.Equal(t, 1, q.PlaceAmong("c", 1, []int{1, 2}), "tie: first listed")
+	require.Equal(t, 0, q.PlaceAmong("d", 1, []int{7, 0}), "out-of-range indices are ignored")
+	require.Equal(t, 1, q.PlaceAmong("a", 1, []int{0}), "placed streams stay")
+
+	// Removing NVDEC streams leaves the CPU relatively heavier: one
+	// stream moves back to NVDEC, not more.
+	r := pipeline.NewPlacerCapacity([]float64{3, 1})
+	for i := range 8 {
+		r.Place(fmt.Sprint("s", i), 1)
+	}
+	require.Equal(t, []float64{6, 2}, r.Loads())
+	for _, id := range []string{"s0", "s1", "s3", "s4"} {
+		if d, _ := r.Device(id); d == 0 {
+			r.Remove(id)
+		}
+	}
+	before := r.Loads()
+	moves := r.Rebalance()
+	after := r.Loads()
+	require.Equal(t, before[0]+before[1], after[0]+after[1])
+	require.LessOrEqual(t, math.Abs(after[0]/3-after[1]), math.Abs(before[0]/3-before[1]))
+	require.LessOrEqual(t, len(moves), 1)
+	require.Empty(t, r.Rebalance(), "balanced: nothing more moves")
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,10 +371,49 @@ func placementDevices(c *config.Config) ([]int, error) {
 }
 
 // withHW sets on o the config's NVDEC settings (decode.hwaccel,
-// decode.hw_surfaces) for CUDA device dev.
-func withHW(o decode.Options, c *config.Config, dev int) decode.Options {
+// decode.hw_surfaces) for CUDA device dev. With decode.hwaccel hybrid,
+// nvdec says where the stream was placed: on NVDEC (auto, so that a stream
+// NVDEC cannot take still falls back to the CPU) or on the CPU (none).
+func withHW(o decode.Options, c *config.Config, dev int, nvdec bool) decode.Options {
 	o.HWAccel, o.HWDevice, o.HWSurfaces = decode.HWAccel(c.Decode.HWAccel), strconv.Itoa(dev), c.Decode.HWSurfaces
+	if c.Decode.HWAccel == "hybrid" {
+		o.HWAccel = decode.HWNone
+		if nvdec {
+			o.HWAccel = decode.HWAuto
+		}
+	}
 	return o
+}
+
+// hybridCapacity returns hybrid decoding's capacities in frames per
+// second: one GPU's NVDEC and all CPU cores (decode.nvdec_fps and
+// decode.cpu_fps, or their defaults: 1300, and 100 per core, as measured
+// for 1080p30 H.264 at 6 Mbit/s on the H200 machine, docs/performance.md).
+func hybridCapacity(c *config.Config) (nvdec, cpu float64) {
+	nvdec, cpu = c.Decode.NVDECFPS, c.Decode.CPUFPS
+	if nvdec <= 0 {
+		nvdec = 1300
+	}
+	if cpu <= 0 {
+		cpu = 100 * float64(runtime.NumCPU())
+	}
+	return nvdec, cpu
+}
+
+// newDecodePlacer returns hybrid decoding's placer: devices 0..gpus-1 are
+// the GPUs' NVDEC engines, device gpus the CPU cores; nil unless
+// decode.hwaccel is hybrid.
+func newDecodePlacer(c *config.Config, gpus int) *pipeline.Placer {
+	if c.Decode.HWAccel != "hybrid" {
+		return nil
+	}
+	nv, cpu := hybridCapacity(c)
+	caps := make([]float64, gpus+1)
+	for i := range gpus {
+		caps[i] = nv
+	}
+	caps[gpus] = cpu
+	return pipeline.NewPlacerCapacity(caps)
 }
 
 // gpuChain is the GPU part of the provider chain infer.provider asks for
@@ -598,8 +638,14 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if len(devices) > 1 {
 		log.Info("placing streams across GPUs", zap.Ints("devices", devices))
 	}
+	if c.Decode.HWAccel == "hybrid" {
+		nv, cpu := hybridCapacity(&c)
+		log.Info("hybrid decoding: streams go to NVDEC or the CPU in proportion to capacity",
+			zap.Float64("nvdec_fps_per_gpu", nv), zap.Float64("cpu_fps", cpu))
+	}
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
+		decoders:   newDecodePlacer(&c, len(devices)),
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {

@@ -33,6 +33,9 @@ type service struct {
 	placer  *pipeline.Placer
 	devices []int
 	specs   map[string]registry.Spec
+	// decoders (decode.hwaccel hybrid only) puts each stream on its GPU's
+	// NVDEC (device i for devices[i]) or the CPU (device len(devices)).
+	decoders *pipeline.Placer
 
 	mu         sync.Mutex
 	priorities map[string]string // stream id -> priority, for degradation
@@ -79,6 +82,9 @@ func (s *service) unplace(id string) {
 		return
 	}
 	s.placer.Remove(id)
+	if s.decoders != nil {
+		s.decoders.Remove(id)
+	}
 	delete(s.specs, id)
 	s.rebalance()
 }
@@ -96,6 +102,9 @@ func (s *service) rebalance() {
 		}
 		s.log.Info("stream moved to rebalance devices", zap.String("stream", m.Stream),
 			zap.Int("from", s.devices[m.From]), zap.Int("to", s.devices[m.To]))
+		if s.decoders != nil {
+			s.decoders.Remove(m.Stream) // decoded on the new GPU's NVDEC or the CPU
+		}
 		version, _ := json.Marshal(sp)
 		s.start(sp, string(version))
 	}
@@ -104,23 +113,30 @@ func (s *service) rebalance() {
 // start (re)starts an enabled stream on its device; the device is part of
 // the version, so a move restarts the stream.
 func (s *service) start(sp registry.Spec, version string) {
-	dev := s.c.Infer.Device
+	dev, nvdec := s.c.Infer.Device, true
 	if s.placer != nil {
 		// Every stream weighs 1: a stream's real cost (resolution, rate,
 		// model) is not known before it runs.
-		dev = s.devices[s.placer.Place(sp.ID, 1)]
+		gi := s.placer.Place(sp.ID, 1)
+		dev = s.devices[gi]
 		s.specs[sp.ID] = sp
 		version += "@gpu" + strconv.Itoa(dev)
+		if s.decoders != nil {
+			cpu := len(s.devices)
+			nvdec = s.decoders.PlaceAmong(sp.ID, 1, []int{gi, cpu}) != cpu
+			version += map[bool]string{true: "/nvdec", false: "/cpu"}[nvdec]
+		}
 	}
 	build := func(*pipeline.Status) (pipeline.StreamConfig, error) {
-		cfg, err := s.build(sp, dev)
+		cfg, err := s.build(sp, dev, nvdec)
 		if err != nil {
 			s.log.Error("stream cannot start", zap.String("stream", sp.ID), zap.Error(err))
 		}
 		return cfg, err
 	}
 	if s.sup.Apply(sp.ID, version, build) {
-		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)), zap.Int("device", dev))
+		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)), zap.Int("device", dev),
+			zap.String("decoder", decoderName(s.c, nvdec)))
 		s.mu.Lock()
 		engaged := s.gov.Engaged()
 		s.mu.Unlock()
@@ -143,7 +159,7 @@ func (s *service) start(sp registry.Spec, version string) {
 
 // build makes a stream's pipeline configuration from its spec. Errors (a
 // model that does not load, an invalid stored spec) fail that stream only.
-func (s *service) build(sp registry.Spec, dev int) (pipeline.StreamConfig, error) {
+func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamConfig, error) {
 	if err := sp.Validate(nil); err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", err)
 	}
@@ -164,7 +180,7 @@ func (s *service) build(sp registry.Spec, dev int) (pipeline.StreamConfig, error
 	src, err := decode.New(withHW(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
 		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
-	}, s.c, dev))
+	}, s.c, dev, nvdec))
 	if err != nil {
 		return pipeline.StreamConfig{}, err
 	}
@@ -284,4 +300,16 @@ func (s *service) publishEvent(e pipeline.Event) {
 		s.log.Warn("publishing event", zap.String("stream", e.StreamID), zap.Error(err))
 	}
 	s.log.Info("stream "+string(e.Type), zap.String("stream", e.StreamID), zap.String("reason", e.Reason), zap.Int("attempt", e.Attempt))
+}
+
+// decoderName is where a stream is decoded, for the log: decode.hwaccel, or
+// under hybrid decoding the side it was placed on.
+func decoderName(c *config.Config, nvdec bool) string {
+	if c.Decode.HWAccel != "hybrid" {
+		return c.Decode.HWAccel
+	}
+	if nvdec {
+		return "hybrid: nvdec"
+	}
+	return "hybrid: cpu"
 }

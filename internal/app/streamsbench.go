@@ -68,8 +68,8 @@ type StreamsResult struct {
 // BenchStreams is `vigil bench --streams`: how many streams one GPU (infer.device) and the
 // CPUs carry. It first measures the decode-only ceilings with the ffmpeg CLI
 // on as many parallel inputs as the machine would run (NVDEC with 7 and 14
-// decodes when a GPU is there, and software decoding on half the cores, two
-// threads each), then runs N looped real-time copies of the clip through
+// decodes when a GPU is there, and software decoding with one decode of one
+// thread per core), then runs N looped real-time copies of the clip through
 // vigil (decode.hwaccel and the engine as configured, with vigil's policy)
 // for rising N until P99 passes the budget or processed frames fall 5 %
 // behind offered ones, and reports the best N against the combined ceiling
@@ -107,11 +107,10 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
 
 	// 1. Decode-only ceilings.
-	half := max(runtime.NumCPU()/2, 1)
 	runs := []struct {
 		kind string
 		k    int
-	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", half}}
+	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", runtime.NumCPU()}}
 	best := map[string]float64{}
 	for _, run := range runs {
 		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, c.Infer.Device, run.k, o.CeilingFor)
@@ -152,9 +151,23 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		reg.MustRegister(hw)
 		sampleDec = func() float64 { return familyGauge(reg, "vigil_gpu_decoder_utilization_ratio") }
 	}
-	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, hw: withHW(decode.Options{}, &c, c.Infer.Device)}
+	// Hybrid decoding splits the streams by the ceilings just measured
+	// (the config's capacities where one could not be measured).
+	nv, cpu := hybridCapacity(&c)
+	if best["nvdec"] > 0 {
+		nv = best["nvdec"]
+	}
+	if best["cpu"] > 0 {
+		cpu = best["cpu"]
+	}
+	hybrid := c.Decode.HWAccel == "hybrid"
+	if hybrid {
+		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to NVDEC %.0f : CPU %.0f fps\n", nv, cpu)
+		fmt.Fprintf(out, "  for vigil run:   decode: {hwaccel: hybrid, nvdec_fps: %.0f, cpu_fps: %.0f}\n", nv, cpu)
+	}
+	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu)}
 	limited := false
-	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC")
+	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "on NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {
 		dec := 0.0
 		sctx, stop := context.WithCancel(ctx)
@@ -184,7 +197,14 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		}
 		r.Points = append(r.Points, p)
 		r.DecoderMax = max(r.DecoderMax, dec)
-		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %7.0f%%\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), 100*dec)
+		onNVDEC := 0
+		for i := range n {
+			if so.hw(i).HWAccel != decode.HWNone {
+				onNVDEC++
+			}
+		}
+		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %7.0f%% %9d\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), 100*dec, onNVDEC)
+		fmt.Fprintf(out, "          %s\n", p.Breakdown)
 		if p.P99 > o.Budget || p.ProcessedFPS < 0.95*p.OfferedFPS {
 			limited = true
 			break
@@ -223,17 +243,26 @@ func familyGauge(reg prometheus.Gatherer, name string) float64 {
 
 // ffmpegCeiling runs k parallel ffmpeg decodes of src, looped, for about
 // d, and returns their aggregate decoded frames per second. kind "nvdec"
-// decodes with -hwaccel cuda into GPU memory (no download); "cpu" with two
-// software threads per decode. At d each process gets SIGINT and writes its
+// decodes with -hwaccel cuda into GPU memory (no download); "cpu" with one
+// software thread per decode, as vigil's CPU-decoded streams under hybrid
+// decoding run (frame threads would add a frame of latency each). At d each process gets SIGINT and writes its
 // last progress block, from which its frames are counted.
 func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int, d time.Duration) (float64, error) {
 	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-nostats"}
 	if kind == "nvdec" {
 		args = append(args, "-hwaccel", "cuda", "-hwaccel_device", strconv.Itoa(device), "-hwaccel_output_format", "cuda")
 	} else {
-		args = append(args, "-threads", "2")
+		args = append(args, "-threads", "1")
 	}
-	args = append(args, "-stream_loop", "-1", "-i", src, "-an", "-f", "null", "-")
+	args = append(args, "-stream_loop", "-1", "-i", src, "-an")
+	if kind == "nvdec" {
+		// ffmpeg 5.1 inserts a scale filter for the output size
+		// (-autoscale), which cannot take CUDA frames: "Impossible to
+		// convert between the formats supported by the filter
+		// 'Parsed_null_0' and the filter 'auto_scale_0'" (seen on the H200).
+		args = append(args, "-autoscale", "0")
+	}
+	args = append(args, "-f", "null", "-")
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

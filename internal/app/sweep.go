@@ -1,12 +1,16 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,9 +34,9 @@ type SweepOptions struct {
 	Each    time.Duration // measuring time per point (after 1 s of warm-up)
 	Budget  time.Duration // the policy's latency budget
 	Plot    string        // PNG path for P99 against load; "" for none
-	// hw holds the config's NVDEC settings for the sources (withHW);
-	// Sweep and BenchStreams set it.
-	hw decode.Options
+	// hw gives stream i's decode settings (benchHW); Sweep and
+	// BenchStreams set it.
+	hw func(i int) decode.Options
 }
 
 // SweepPoint is one load level in one mode.
@@ -41,6 +45,10 @@ type SweepPoint struct {
 	OfferedFPS, ProcessedFPS float64
 	DropRatio                float64
 	P50, P99, P999           time.Duration
+	// Breakdown says where frames went over the window: drops by
+	// reason@stage as shares of decoded frames, then the mean wall time
+	// per processed frame in each stage (vigil_stage_latency_seconds).
+	Breakdown string
 }
 
 // Sweep is `vigil bench --sweep`: it runs N looped, real-time copies of a
@@ -61,7 +69,8 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	if err := openRuntime(&c); err != nil {
 		return nil, nil, err
 	}
-	o.hw = withHW(decode.Options{}, &c, c.Infer.Device)
+	nv, cpu := hybridCapacity(&c)
+	o.hw = benchHW(&c, c.Infer.Device, nv, cpu)
 	engs := newEngines(&c)
 	defer engs.close()
 	eng, err := engs.get(o.Model)
@@ -100,6 +109,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 			}
 			fmt.Fprintf(out, "%-7s %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %9.1f\n", mode, n, p.OfferedFPS, p.ProcessedFPS,
 				100*p.DropRatio, ms(p.P50), ms(p.P99), ms(p.P999))
+			fmt.Fprintf(out, "          %s\n", p.Breakdown)
 		}
 	}
 	fmt.Fprintf(out, "first load with P99 over %s: with the policy %s; without it %s\n", o.Budget, breakPoint(policy, o.Budget), breakPoint(none, o.Budget))
@@ -155,7 +165,10 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
-		so := o.hw
+		so := decode.Options{}
+		if o.hw != nil {
+			so = o.hw(i)
+		}
 		so.URL, so.StreamID, so.Realtime, so.Loop = o.Source, id, true, true
 		src, err := decode.New(so)
 		if err != nil {
@@ -186,6 +199,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	}
 	sleep(time.Second) // warm-up: opens, first frames
 	decoded0, dropped0 := familySum(reg, "vigil_frames_decoded_total"), familySum(reg, "vigil_frames_dropped_total")
+	snap0 := breakdownSnapshot(reg)
 	sink.mu.Lock()
 	sink.on = true
 	sink.mu.Unlock()
@@ -198,6 +212,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	sink.mu.Unlock()
 	decoded := familySum(reg, "vigil_frames_decoded_total") - decoded0
 	dropped := familySum(reg, "vigil_frames_dropped_total") - dropped0
+	snap1 := breakdownSnapshot(reg)
 	cancel()
 	wg.Wait()
 	close(errs)
@@ -209,7 +224,55 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		p.DropRatio = dropped / decoded
 	}
 	p.P50, p.P99, p.P999 = pipeline.Percentile(lat, 50), pipeline.Percentile(lat, 99), pipeline.Percentile(lat, 99.9)
+	p.Breakdown = breakdown(snap0, snap1, decoded)
 	return p, nil
+}
+
+// breakdownSnapshot reads the counters breakdown compares: drops by
+// reason@stage, and per stage the sum (s) and count of frame latencies.
+func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
+	m := map[string]float64{}
+	label := func(x *dto.Metric, name string) string {
+		for _, l := range x.GetLabel() {
+			if l.GetName() == name {
+				return l.GetValue()
+			}
+		}
+		return ""
+	}
+	for _, x := range series(reg, "vigil_frames_dropped_total") {
+		m["drop "+label(x, "reason")+"@"+label(x, "stage")] += x.GetCounter().GetValue()
+	}
+	for _, x := range series(reg, "vigil_stage_latency_seconds") {
+		st := label(x, "stage")
+		m["sum "+st] += x.GetHistogram().GetSampleSum()
+		m["n "+st] += float64(x.GetHistogram().GetSampleCount())
+	}
+	return m
+}
+
+// breakdown formats the difference of two snapshots: drop shares of the
+// decoded frames, largest first, then mean stage times in ms.
+func breakdown(a, b map[string]float64, decoded float64) string {
+	var drops []string
+	keys := slices.Sorted(maps.Keys(b))
+	slices.SortStableFunc(keys, func(x, y string) int { return cmp.Compare(b[y]-a[y], b[x]-a[x]) })
+	for _, k := range keys {
+		if r, ok := strings.CutPrefix(k, "drop "); ok && decoded > 0 && b[k] > a[k] {
+			drops = append(drops, fmt.Sprintf("%s %.1f%%", r, 100*(b[k]-a[k])/decoded))
+		}
+	}
+	if len(drops) == 0 {
+		drops = []string{"none"}
+	}
+	var stages []string
+	for _, st := range []string{pipeline.StageDecode, pipeline.StageQueue, pipeline.StagePreprocess, pipeline.StageInfer,
+		pipeline.StagePostprocess, pipeline.StagePublish} {
+		if n := b["n "+st] - a["n "+st]; n > 0 {
+			stages = append(stages, fmt.Sprintf("%s %.1f", st, 1000*(b["sum "+st]-a["sum "+st])/n))
+		}
+	}
+	return "drops: " + strings.Join(drops, ", ") + "; mean ms: " + strings.Join(stages, ", ")
 }
 
 // familySum adds up every series of the counter called name in reg.
@@ -280,4 +343,32 @@ func plotSweep(path string, budget time.Duration, policy, none []SweepPoint) err
 	p.Legend.Add(fmt.Sprintf("budget %s", budget), b)
 	p.Legend.Top, p.Legend.Left = true, true
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// benchHW returns stream i's decode settings for the benches: the config's
+// NVDEC settings on device dev; under hybrid decoding the streams are split
+// between NVDEC and the CPU as the service's placer splits them, in
+// proportion to the capacities nv and cpu (frames/s), and CPU-decoded
+// streams use one decoder thread each, as the CPU ceiling's decodes do.
+func benchHW(c *config.Config, dev int, nv, cpu float64) func(int) decode.Options {
+	if c.Decode.HWAccel != "hybrid" {
+		o := withHW(decode.Options{}, c, dev, true)
+		return func(int) decode.Options { return o }
+	}
+	p := pipeline.NewPlacerCapacity([]float64{nv, cpu})
+	var mu sync.Mutex
+	var onNVDEC []bool // stream i's side; it depends only on streams 0..i-1
+	return func(i int) decode.Options {
+		mu.Lock()
+		for len(onNVDEC) <= i {
+			onNVDEC = append(onNVDEC, p.Place(strconv.Itoa(len(onNVDEC)), 1) == 0)
+		}
+		nvdec := onNVDEC[i]
+		mu.Unlock()
+		o := withHW(decode.Options{}, c, dev, nvdec)
+		if !nvdec {
+			o.Threads = 1
+		}
+		return o
+	}
 }

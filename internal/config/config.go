@@ -131,11 +131,24 @@ type Decode struct {
 	// HWAccel: none (the default: FFmpeg on the CPU), auto (NVDEC when the
 	// codec and GPU allow it, else the CPU with one log line per stream)
 	// or cuda (NVDEC required). NVDEC frames stay in GPU memory for the
-	// GPU engine; on the GPU device infer.device.
+	// GPU engine; on the GPU device infer.device. hybrid uses both NVDEC
+	// and the CPU cores as decoders: each stream goes to its GPU's NVDEC or
+	// to the CPU, whichever would be less loaded relative to its capacity
+	// (NVDECFPS, CPUFPS).
 	HWAccel string `yaml:"hwaccel"`
-	// HWSurfaces bounds NVDEC's extra decoder surfaces per stream
-	// (FFmpeg's extra_hw_frames; default 8): frames queued downstream hold
-	// one each.
+	// NVDECFPS and CPUFPS are the decode-only capacities hybrid decoding
+	// places streams by, in frames per second of the streams vigil serves:
+	// one GPU's NVDEC engines, and all the CPU cores. `vigil bench
+	// --streams` measures both on a clip (its decode-only ceilings) and
+	// prints them. 0 takes rough defaults measured on an H200 machine with
+	// 16 cores for 1080p30 H.264 at 6 Mbit/s: 1300 for NVDEC and 100 per
+	// core for the CPU.
+	NVDECFPS float64 `yaml:"nvdec_fps"`
+	CPUFPS   float64 `yaml:"cpu_fps"`
+	// HWSurfaces bounds the NVDEC frames per stream held downstream
+	// (queued or in a batch; default 8): decoded surfaces are copied into a
+	// per-stream pool of device frames of this size, and the decoder waits
+	// when all are out.
 	HWSurfaces int `yaml:"hw_surfaces"`
 }
 
@@ -460,8 +473,14 @@ func (c *Config) Validate() error {
 	if !slices.Contains([]string{"auto", "tensorrt", "cuda", "cpu"}, c.Infer.Provider) {
 		p.add("infer.provider", "%q: want auto, tensorrt, cuda or cpu", c.Infer.Provider)
 	}
-	if !slices.Contains([]string{"none", "auto", "cuda"}, c.Decode.HWAccel) {
-		p.add("decode.hwaccel", "%q: want auto, cuda or none", c.Decode.HWAccel)
+	if !slices.Contains([]string{"none", "auto", "cuda", "hybrid"}, c.Decode.HWAccel) {
+		p.add("decode.hwaccel", "%q: want auto, cuda, hybrid or none", c.Decode.HWAccel)
+	}
+	if !(c.Decode.NVDECFPS >= 0 && c.Decode.NVDECFPS < 1e7) { // also refuses NaN
+		p.add("decode.nvdec_fps", "%v: want 0 (default) or a positive rate in frames per second", c.Decode.NVDECFPS)
+	}
+	if !(c.Decode.CPUFPS >= 0 && c.Decode.CPUFPS < 1e7) {
+		p.add("decode.cpu_fps", "%v: want 0 (default) or a positive rate in frames per second", c.Decode.CPUFPS)
 	}
 	if c.Decode.HWSurfaces < 1 || c.Decode.HWSurfaces > 64 {
 		p.add("decode.hw_surfaces", "%d: want 1 to 64", c.Decode.HWSurfaces)
