@@ -261,7 +261,7 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--budget-ms B] [--ffmpeg PATH]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH]", stderr)
 	o := app.BenchOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
@@ -271,6 +271,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	maxStreams := fs.Int("max-streams", 24, "sweep: the largest N")
 	step := fs.Int("step", 4, "sweep: N grows by this")
 	each := fs.Duration("each", 6*time.Second, "sweep: measuring time per point")
+	warmup := fs.Duration("warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (decoders that start late catch up in bursts)")
 	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
 	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each")
@@ -294,6 +295,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
 		}
 	}
+	if *warmup < 0 {
+		return &app.BadInputError{Err: fmt.Errorf("--warmup %s: want 0 (1 s) or more", *warmup)}
+	}
 	if streamsMode && (*gpuMode || *sweep) {
 		return &app.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
 	}
@@ -304,7 +308,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 		_, err = app.BenchStreams(ctx, c, app.StreamsOptions{Source: o.Source, Model: o.Model, FFmpeg: *ffmpegPath,
-			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Budget: time.Duration(*budgetMS) * time.Millisecond}, log, stdout)
+			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Warmup: *warmup, Budget: time.Duration(*budgetMS) * time.Millisecond}, log, stdout)
 		return err
 	}
 	if *gpuMode && *sweep {
@@ -360,7 +364,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if ns[len(ns)-1] != *maxStreams {
 			ns = append(ns, *maxStreams) // always measure the largest load asked for
 		}
-		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each,
+		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
 			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, stdout)
 		return err
 	}

@@ -38,8 +38,8 @@ type StreamsOptions struct {
 	// Start, Step and Max give the stream counts tried: Start, Start+Step,
 	// ... up to Max.
 	Start, Step, Max int
-	// Each is the measuring time per count (after 1 s of warm-up).
-	Each time.Duration
+	// Each is the measuring time per count, after Warmup (default 1 s).
+	Each, Warmup time.Duration
 	// Budget is the latency budget P99 must stay within.
 	Budget time.Duration
 	// CeilingFor is how long each decode-only ceiling runs (default 10 s).
@@ -165,7 +165,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to NVDEC %.0f : CPU %.0f fps\n", nv, cpu)
 		fmt.Fprintf(out, "  for vigil run:   decode: {hwaccel: hybrid, nvdec_fps: %.0f, cpu_fps: %.0f}\n", nv, cpu)
 	}
-	so := SweepOptions{Source: o.Source, Each: o.Each, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu)}
+	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu)}
 	limited := false
 	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "on NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {

@@ -31,9 +31,13 @@ type SweepOptions struct {
 	Source  string        // looped real-time file (default Megamind.avi)
 	Model   string        // default blazeface
 	Streams []int         // stream counts to try, ascending
-	Each    time.Duration // measuring time per point (after 1 s of warm-up)
-	Budget  time.Duration // the policy's latency budget
-	Plot    string        // PNG path for P99 against load; "" for none
+	Each    time.Duration // measuring time per point, after Warmup
+	// Warmup is how long each point's streams run before measuring
+	// (default 1 s): opens, first frames, and the catch-up of decoders
+	// that started late, whose bursts overflow queues.
+	Warmup time.Duration
+	Budget time.Duration // the policy's latency budget
+	Plot   string        // PNG path for P99 against load; "" for none
 	// hw gives stream i's decode settings (benchHW); Sweep and
 	// BenchStreams set it.
 	hw func(i int) decode.Options
@@ -197,7 +201,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 			return true
 		}
 	}
-	sleep(time.Second) // warm-up: opens, first frames
+	warm := o.Warmup
+	if warm <= 0 {
+		warm = time.Second
+	}
+	sleep(warm) // opens, first frames, catch-up
 	decoded0, dropped0 := familySum(reg, "vigil_frames_decoded_total"), familySum(reg, "vigil_frames_dropped_total")
 	snap0 := breakdownSnapshot(reg)
 	sink.mu.Lock()
