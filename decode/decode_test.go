@@ -133,6 +133,27 @@ func TestArrivalIsThePacketsTime(t *testing.T) {
 	require.Greater(t, held[len(held)/2], 80*time.Millisecond, "median decode stage %s", held[len(held)/2])
 }
 
+// With the default thread count a real-time source gets slice threads
+// only: FFmpeg's automatic frame threads (cores+1 of them) would hold
+// frames in the decoder and make every frame that much older.
+func TestRealtimeDefaultThreadsAddNoDelay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true})
+	require.NoError(t, err)
+	var held []time.Duration
+	err = src.Run(ctx, func(f *pipeline.Frame) {
+		f.Image.Release()
+		held = append(held, f.Decoded.Sub(f.Arrival))
+		if len(held) == 24 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	slices.Sort(held)
+	require.Less(t, held[len(held)/2], 40*time.Millisecond, "median decode stage %s", held[len(held)/2])
+}
+
 func TestRealtimePacing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -60,7 +60,10 @@ type Options struct {
 	// ErrTimeout. FFmpeg's own socket timeouts are not used: in FFmpeg 5.1
 	// they fire late or never on RTSP; the watchdog enforces this one.
 	StallTimeout time.Duration
-	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose.
+	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose the
+	// count, and for live and Realtime sources also limits the decoder to
+	// slice threads (frame threads would delay every frame by threads-1
+	// frames). A count > 0 keeps FFmpeg's frame and slice threads.
 	Threads int
 	// HWAccel: NVDEC decoding (see HWAccel); "" is HWNone.
 	HWAccel HWAccel
@@ -288,6 +291,13 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		return 0, fmt.Errorf("codec parameters: %w", err)
 	}
 	cc.SetThreadCount(s.o.Threads)
+	if s.o.Threads == 0 && (s.o.Realtime || s.kind != KindFile) {
+		// Live and real-time sources: slice threads only. Frame threads
+		// hold threads-1 frames inside the decoder (16 frames, over 0.5 s
+		// at 30 fps, with FFmpeg's automatic count on 16 cores), which a
+		// frame's latency budget cannot absorb.
+		cc.SetThreadType(astiav.ThreadTypeSlice)
+	}
 	hw := false
 	var frames *hwFrames
 	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff {

@@ -43,8 +43,9 @@ type Spec struct {
 	// QueueSize bounds the frames waiting for the engine (0:
 	// pipeline.queue_size; at most 1000).
 	QueueSize int `json:"queue_size,omitempty"`
-	// DecodeThreads is FFmpeg's decoder thread count (0: FFmpeg chooses;
-	// at most 64).
+	// DecodeThreads is FFmpeg's decoder thread count (0: FFmpeg chooses,
+	// with slice threads only for live and real-time streams, since frame
+	// threads delay each frame by threads-1 frames; at most 64).
 	DecodeThreads int `json:"decode_threads,omitempty"`
 	// OpenTimeout and StallTimeout are Go duration strings ("60s").
 	OpenTimeout  string `json:"open_timeout,omitempty"`
