@@ -476,10 +476,10 @@ type decoder struct {
 	// Looping without reopening (rewind): packet timestamps of pass k are
 	// shifted by loopOff (stream time base), the sum of the earlier passes'
 	// lengths, so the decoder and the pacer see one continuous stream.
-	looped            bool
-	loopOff           int64
-	passMin, passEnd  int64 // this pass's smallest PTS and largest PTS+duration, unshifted
-	passSeen          bool
+	looped           bool
+	loopOff          int64
+	passMin, passEnd int64 // this pass's smallest PTS and largest PTS+duration, unshifted
+	passSeen         bool
 	// arrivals maps a packet's (shifted) PTS to when it was read, so that
 	// a frame carries its own packet's arrival time however long the
 	// decoder held it (B-frame reordering, frame threads).
