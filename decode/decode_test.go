@@ -110,48 +110,43 @@ func TestLoopKeepsPTSIncreasing(t *testing.T) {
 	require.GreaterOrEqual(t, n, 300)
 }
 
-// A frame's Arrival is when its own packet was read, not when the decoder
-// released it: with frame threads the decoder holds threads-1 frames, so
-// stamping at output would hide that delay from the latency figures.
-func TestArrivalIsThePacketsTime(t *testing.T) {
+// medianHeld runs a real-time source for n frames and returns the median
+// of Decoded - Arrival: how long frames spent in the decoder.
+func medianHeld(t *testing.T, o decode.Options, n int) time.Duration {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true, Threads: 4})
+	src, err := decode.New(o)
 	require.NoError(t, err)
-	var held []time.Duration // Decoded - Arrival
+	var held []time.Duration
 	err = src.Run(ctx, func(f *pipeline.Frame) {
 		f.Image.Release()
 		held = append(held, f.Decoded.Sub(f.Arrival))
-		if len(held) == 24 {
+		if len(held) == n {
 			cancel()
 		}
 	})
 	require.ErrorIs(t, err, context.Canceled)
+	slices.Sort(held)
+	return held[len(held)/2]
+}
+
+// A frame's Arrival is when its own packet was read, not when the decoder
+// released it: with frame threads the decoder holds threads-1 frames, so
+// stamping at output would hide that delay from the latency figures.
+func TestArrivalIsThePacketsTime(t *testing.T) {
 	// Packets are paced at 24 fps, and 4 frame threads release frame i
 	// only once packet i+3 is in: 125 ms after frame i's own packet.
-	slices.Sort(held)
-	require.Greater(t, held[len(held)/2], 80*time.Millisecond, "median decode stage %s", held[len(held)/2])
+	m := medianHeld(t, decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true, Threads: 4}, 24)
+	require.Greater(t, m, 80*time.Millisecond, "median decode stage %s", m)
 }
 
 // With the default thread count a real-time source gets slice threads
 // only: FFmpeg's automatic frame threads (cores+1 of them) would hold
 // frames in the decoder and make every frame that much older.
 func TestRealtimeDefaultThreadsAddNoDelay(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true})
-	require.NoError(t, err)
-	var held []time.Duration
-	err = src.Run(ctx, func(f *pipeline.Frame) {
-		f.Image.Release()
-		held = append(held, f.Decoded.Sub(f.Arrival))
-		if len(held) == 24 {
-			cancel()
-		}
-	})
-	require.ErrorIs(t, err, context.Canceled)
-	slices.Sort(held)
-	require.Less(t, held[len(held)/2], 40*time.Millisecond, "median decode stage %s", held[len(held)/2])
+	m := medianHeld(t, decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true}, 24)
+	require.Less(t, m, 40*time.Millisecond, "median decode stage %s", m)
 }
 
 func TestRealtimePacing(t *testing.T) {
