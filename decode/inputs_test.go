@@ -2,10 +2,12 @@ package decode_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,4 +90,50 @@ func TestNotAVideo(t *testing.T) {
 	err = src.Run(context.Background(), func(f *pipeline.Frame) { f.Image.Release() })
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "notes.txt")
+}
+
+// Looping keeps every frame and a PTS step of one frame across pass
+// boundaries, whatever the container: MPEG-TS with B-frames (it seeks by
+// DTS, so rewinding to the first PTS would land past the keyframe), MP4
+// with B-frames, and a raw H.264 stream without timestamps (it cannot be
+// rewound by time and is reopened). A short low-rate clip decoded with
+// frame threads is not mistaken for a truncated one while the decoder
+// still holds frames at the end of a pass.
+func TestLoopAcrossContainers(t *testing.T) {
+	gen := func(name string, rate, frames int, extra ...string) string {
+		args := []string{"-f", "lavfi", "-i", fmt.Sprintf("testsrc=size=320x240:rate=%d", rate), "-frames:v", strconv.Itoa(frames),
+			"-c:v", "libx264", "-pix_fmt", "yuv420p"}
+		return makeMedia(t, name, append(args, extra...)...)
+	}
+	cases := []struct {
+		name, path string
+		threads    int
+		frames     int
+		fps        float64
+	}{
+		{"mpegts, B-frames", gen("b.ts", 25, 50, "-bf", "2", "-g", "25"), 1, 50, 25},
+		{"mp4, B-frames", gen("b.mp4", 25, 50, "-bf", "2", "-g", "25"), 1, 50, 25},
+		{"raw h264", gen("raw.h264", 25, 50, "-bf", "0", "-g", "25"), 1, 50, 25},
+		{"5 fps, frame threads", gen("slow.mp4", 5, 20, "-bf", "0", "-g", "5"), 8, 20, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			src, err := decode.New(decode.Options{URL: c.path, Loop: true, Threads: c.threads})
+			require.NoError(t, err)
+			var pts []float64
+			err = src.Run(ctx, func(f *pipeline.Frame) {
+				f.Image.Release()
+				pts = append(pts, f.PTS)
+				if len(pts) == 3*c.frames+5 { // two full rewinds and a bit
+					cancel()
+				}
+			})
+			require.ErrorIs(t, err, context.Canceled)
+			for i := 1; i < len(pts); i++ {
+				require.InDelta(t, 1/c.fps, pts[i]-pts[i-1], 0.2/c.fps, "frame %d: %.3f after %.3f", i, pts[i], pts[i-1])
+			}
+		})
+	}
 }

@@ -177,7 +177,7 @@ func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
 		if !s.o.Loop || s.kind != KindFile {
 			return io.EOF
 		}
-		s.ptsOffset = end
+		s.ptsOffset += end // end is relative to this open
 	}
 }
 
@@ -352,6 +352,11 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	var pace pacer
 	var decodeErrs int
 	for {
+		// A looping file never ends, and reads from FFmpeg's buffer do not
+		// always reach the interrupt callback: look at ctx every packet.
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		// Until the first frame the open deadline still runs; then each
 		// packet must come within the stall timeout.
 		limit := s.o.StallTimeout
@@ -386,6 +391,16 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		if d.pkt.StreamIndex() != st.Index() {
 			d.pkt.Unref()
 			continue
+		}
+		if d.rewound {
+			d.rewound = false
+			if !d.pkt.Flags().Has(astiav.PacketFlagKey) {
+				// The seek did not land on a keyframe: decoding on would
+				// reference the previous pass. Drain and reopen instead.
+				d.s.o.Logger.Debug("rewind did not land on a keyframe; reopening")
+				d.pkt.Unref()
+				break
+			}
 		}
 		d.lastCorrupt = d.pkt.Flags().Has(astiav.PacketFlagCorrupt)
 		d.pkts++
@@ -478,8 +493,14 @@ type decoder struct {
 	// lengths, so the decoder and the pacer see one continuous stream.
 	looped           bool
 	loopOff          int64
-	passMin, passEnd int64 // this pass's smallest PTS and largest PTS+duration, unshifted
+	passMin, passEnd int64 // this pass's smallest timestamp and largest timestamp+duration, unshifted
 	passSeen         bool
+	// startDTS is the first pass's first packet's DTS (hasStart), where
+	// rewind seeks: containers that seek by DTS (MPEG-TS) would land on a
+	// packet before the first keyframe if asked for the first PTS.
+	startDTS int64
+	hasStart bool
+	rewound  bool // the next packet is the first of a new pass
 	// arrivals maps a packet's (shifted) PTS to when it was read, so that
 	// a frame carries its own packet's arrival time however long the
 	// decoder held it (B-frame reordering, frame threads).
@@ -490,6 +511,12 @@ type decoder struct {
 // shifts them by loopOff.
 func (d *decoder) shiftLoop() {
 	pts, dts := d.pkt.Pts(), d.pkt.Dts()
+	if !d.hasStart && !d.looped {
+		d.startDTS, d.hasStart = dts, true
+		if dts == astiav.NoPtsValue {
+			d.startDTS = pts
+		}
+	}
 	ts := pts
 	if ts == astiav.NoPtsValue {
 		ts = dts // AVI and raw streams often give only DTS
@@ -527,7 +554,10 @@ func (d *decoder) rewind(fc *astiav.FormatContext, st *astiav.Stream) bool {
 	if !d.passSeen || d.passEnd <= d.passMin {
 		return false
 	}
-	start := st.StartTime()
+	start := d.startDTS
+	if !d.hasStart || start == astiav.NoPtsValue {
+		start = st.StartTime()
+	}
 	if start == astiav.NoPtsValue {
 		start = 0
 	}
@@ -536,7 +566,7 @@ func (d *decoder) rewind(fc *astiav.FormatContext, st *astiav.Stream) bool {
 		return false
 	}
 	d.loopOff += d.passEnd - d.passMin
-	d.looped, d.passSeen = true, false
+	d.looped, d.passSeen, d.rewound = true, false, true
 	return true
 }
 
@@ -548,7 +578,9 @@ func (d *decoder) noteArrival(t time.Time) {
 		pts = d.pkt.Dts() // the frame will carry it as pkt_dts
 	}
 	if pts != astiav.NoPtsValue {
-		if d.arrivals == nil {
+		if d.arrivals == nil || len(d.arrivals) >= 1024 {
+			// Entries leave as frames come out; a stream whose packets
+			// never decode would otherwise grow the map for ever.
 			d.arrivals = map[int64]time.Time{}
 		}
 		d.arrivals[pts] = t
@@ -676,6 +708,11 @@ func (d *decoder) checkComplete(fc *astiav.FormatContext, st *astiav.Stream) err
 		want = max(want, float64(n)*d.frameDur)
 	}
 	got := d.lastPTS + d.frameDur
+	if d.passSeen && !d.looped && d.tb > 0 {
+		// What was read, not only what the decoder has returned: before a
+		// looping file's rewind the decoder still holds frames.
+		got = max(got, float64(d.passEnd-d.passMin)*d.tb)
+	}
 	switch {
 	case want-got > 1 && got < 0.95*want:
 		return fmt.Errorf("%w: stream ended at %.2f s of the %.2f s the container announces (%d frames decoded)", ErrTruncated, got, want, d.frames)

@@ -30,8 +30,11 @@ type Frame struct {
 	PTS float64
 	// Keyframe is true for intra-coded (key) frames.
 	Keyframe bool
-	// Arrival is the wall-clock time at which the demuxer handed over the
-	// packet that completed this frame: the start of the latency budget.
+	// Arrival is the wall-clock time at which the demuxer handed over this
+	// frame's own packet (matched by PTS, else DTS, so the time the decoder
+	// held it for reordering or frame threads counts): the start of the
+	// latency budget. With B-frames, frames leave the decoder in display
+	// order, so Arrival need not increase from frame to frame.
 	Arrival time.Time
 	// Decoded is the wall-clock time at which the decoder returned the frame.
 	Decoded time.Time

@@ -287,7 +287,10 @@ func (s *stream) emit(f *Frame) {
 		}
 		s.degPTS, s.hasDegPTS = f.PTS, true
 	}
-	if s.admit != nil && !s.admit.AllowN(f.Arrival, 1) {
+	// Decoded, not Arrival: frames leave the decoder in display order, so
+	// arrivals of B-frame streams are not monotonic, which the token
+	// bucket needs.
+	if s.admit != nil && !s.admit.AllowN(f.Decoded, 1) {
 		f.Image.Release()
 		s.dropped(StageIngest, DropRateLimit)
 		return

@@ -25,7 +25,7 @@ type Message struct {
 	Seq      uint64  `json:"seq"`
 	PTS      float64 `json:"pts"` // seconds
 	Keyframe bool    `json:"keyframe"`
-	// CaptureTime is when the frame's last packet arrived (Frame.Arrival).
+	// CaptureTime is when the frame's own packet arrived (Frame.Arrival).
 	CaptureTime time.Time `json:"capture_time"`
 	// PublishTime is when this message was built.
 	PublishTime time.Time            `json:"publish_time"`
