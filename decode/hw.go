@@ -182,9 +182,10 @@ func setupNVDEC(cc *astiav.CodecContext, codec *astiav.Codec, device string) (*h
 // fail ("No decoder surfaces left"), and the packets it then skips break
 // the reference chain. So each surface is copied on the GPU (3.1 MB for
 // 1080p NV12, a few µs) into a frame of this pool and given back at once.
-// At most max frames are out at a time (decode.hw_surfaces): the decoder
-// waits for one to be released beyond that, which with vigil's bounded
-// queues happens only when the pipeline is lossless and behind.
+// At most max frames are out at a time (decode.hw_surfaces, raised by the
+// service to the stream's queue size + 2): the decoder waits for one to be
+// released beyond that, which with vigil's drop-oldest queues happens only
+// when the pipeline is lossless and behind.
 type hwFrames struct {
 	dev  *hwDevice
 	pool *C.AVBufferRef // AVHWFramesContext, made on the first frame

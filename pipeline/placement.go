@@ -18,6 +18,7 @@ type Placer struct {
 	cap    []float64 // relative capacities, all 1 for NewPlacer
 	where  map[string]int
 	weight map[string]float64
+	among  map[string][]int // PlaceAmong's allowed devices; absent: all
 }
 
 // Move is one stream moved by Rebalance from device From to device To.
@@ -53,7 +54,7 @@ func NewPlacerCapacity(caps []float64) *Placer {
 			c[i] = 1
 		}
 	}
-	return &Placer{load: make([]float64, len(c)), cap: c, where: map[string]int{}, weight: map[string]float64{}}
+	return &Placer{load: make([]float64, len(c)), cap: c, where: map[string]int{}, weight: map[string]float64{}, among: map[string][]int{}}
 }
 
 // Devices is the number of devices.
@@ -70,7 +71,8 @@ func (p *Placer) Place(id string, weight float64) int {
 // stream goes to the one whose relative load with it added would be lowest
 // (ties to the first listed). Indices out of range are ignored; if none is
 // left it places on device 0. A placed stream keeps its device, even if it
-// is not in among.
+// is not in among. The allowed devices are remembered: Rebalance moves the
+// stream only among them.
 func (p *Placer) PlaceAmong(id string, weight float64, among []int) int {
 	if weight <= 0 {
 		weight = 1
@@ -82,7 +84,9 @@ func (p *Placer) PlaceAmong(id string, weight float64, among []int) int {
 		p.weight[id] = weight
 		return d
 	}
-	if among == nil {
+	if among != nil {
+		p.among[id] = slices.Clone(among)
+	} else {
 		among = make([]int, len(p.load))
 		for i := range among {
 			among[i] = i
@@ -118,11 +122,13 @@ func (p *Placer) Remove(id string) {
 		p.load[d] -= p.weight[id]
 		delete(p.where, id)
 		delete(p.weight, id)
+		delete(p.among, id)
 	}
 }
 
-// Rebalance moves streams, one at a time, while a move lowers the sum over
-// devices of load²/capacity (for equal capacities: the sum of squared
+// Rebalance moves streams, one at a time (each only among the devices
+// PlaceAmong allowed it), while a move lowers the sum over devices of
+// load²/capacity (for equal capacities: the sum of squared
 // loads, the spread). Moving a stream of weight w from device d to t
 // lowers it by (2w·load[d] - w²)/cap[d] - (2w·load[t] + w²)/cap[t]; of the
 // moves with a positive gain it takes the largest, so each restart buys as
@@ -139,7 +145,7 @@ func (p *Placer) Rebalance() []Move {
 			w := p.weight[id]
 			out := (2*w*p.load[d] - w*w) / p.cap[d]
 			for t := range p.load {
-				if t == d {
+				if t == d || (p.among[id] != nil && !slices.Contains(p.among[id], t)) {
 					continue
 				}
 				gain := out - (2*w*p.load[t]+w*w)/p.cap[t]

@@ -131,3 +131,21 @@ func TestPlacerCapacity(t *testing.T) {
 	require.LessOrEqual(t, len(moves), 1)
 	require.Empty(t, r.Rebalance(), "balanced: nothing more moves")
 }
+
+// Rebalance keeps a stream among the devices PlaceAmong allowed it: a
+// GPU-1 stream may go to GPU 1's NVDEC or the CPU, never to GPU 0's NVDEC.
+func TestPlacerRebalanceRespectsAllowedDevices(t *testing.T) {
+	p := pipeline.NewPlacerCapacity([]float64{100, 100, 100}) // NVDEC 0, NVDEC 1, CPU
+	for i := range 6 {
+		p.PlaceAmong(fmt.Sprint("g1-", i), 1, []int{1, 2})
+	}
+	require.Equal(t, []float64{0, 3, 3}, p.Loads())
+	require.Empty(t, p.Rebalance(), "device 0 is not allowed for any stream")
+	p.PlaceAmong("g0", 1, []int{0, 2})
+	for _, id := range []string{"g1-0", "g1-2", "g1-4"} { // whichever side they are on
+		p.Remove(id)
+	}
+	for _, m := range p.Rebalance() {
+		require.NotEqual(t, 0, m.To, "%s moved to device 0", m.Stream)
+	}
+}

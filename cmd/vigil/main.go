@@ -274,7 +274,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (decoders that start late catch up in bursts)")
 	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
-	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each")
+	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each, --warmup")
 	start := fs.Int("start", 8, "streams: the first N")
 	ffmpegPath := fs.String("ffmpeg", "ffmpeg", "streams: the ffmpeg CLI for the decode-only ceilings (bin/ffmpeg-static on GPU machines)")
 	gpuMode := fs.Bool("gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
@@ -295,8 +295,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
 		}
 	}
-	if *warmup < 0 {
-		return &app.BadInputError{Err: fmt.Errorf("--warmup %s: want 0 (1 s) or more", *warmup)}
+	if set["warmup"] && !streamsMode && !*sweep {
+		return &app.BadInputError{Err: errors.New("--warmup applies to --sweep and --streams only")}
+	}
+	if *warmup <= 0 {
+		return &app.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", *warmup)}
 	}
 	if streamsMode && (*gpuMode || *sweep) {
 		return &app.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}

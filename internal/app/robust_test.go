@@ -223,3 +223,31 @@ func TestPlacementAcrossDevices(t *testing.T) {
 	v.waitState("p0", "running", 20*time.Second)
 	v.waitState("p2", "running", 20*time.Second)
 }
+
+// Hybrid decoding places streams on the GPU's NVDEC or the CPU in
+// proportion to their capacities and rebalances the two when streams go.
+// Without a GPU the NVDEC side falls back to software decoding (auto),
+// which is enough to check placement, logging and restarts.
+func TestHybridDecoderPlacement(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "infer: {provider: cpu}\ndecode: {hwaccel: hybrid, nvdec_fps: 100, cpu_fps: 100}\npipeline: {progress_interval: 0s}\n")
+	for i := 0; i < 4; i++ {
+		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("h%d", i), "Megamind.avi", ""))
+		require.Equal(t, http.StatusCreated, code, string(b))
+		v.waitState(fmt.Sprintf("h%d", i), "running", 20*time.Second)
+	}
+	logs := v.logs.String()
+	for i, dec := range []string{"nvdec", "cpu", "nvdec", "cpu"} {
+		require.Regexp(t, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"h%d","url":"[^"]*","device":0,"decoder":"hybrid: %s"`, i, dec), logs)
+	}
+	// Remove both CPU streams: one NVDEC stream moves to the CPU.
+	for _, id := range []string{"h1", "h3"} {
+		code, b := v.call("DELETE", "/v1/streams/"+id, "")
+		require.Equal(t, http.StatusNoContent, code, string(b))
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(v.logs.String(), `"msg":"stream moved to rebalance decoders","stream":"h0","to":"cpu"`)
+	}, 10*time.Second, 50*time.Millisecond, v.logs.String())
+	require.Regexp(t, `"msg":"stream \(re\)started","stream":"h0","url":"[^"]*","device":0,"decoder":"hybrid: cpu"`, v.logs.String())
+	v.waitState("h0", "running", 20*time.Second)
+	v.waitState("h2", "running", 20*time.Second)
+}

@@ -108,6 +108,21 @@ func (s *service) rebalance() {
 		version, _ := json.Marshal(sp)
 		s.start(sp, string(version))
 	}
+	if s.decoders == nil {
+		return
+	}
+	// Hybrid decoding: even out NVDEC and CPU load relative to capacity,
+	// each stream staying between its own GPU's NVDEC and the CPU.
+	for _, m := range s.decoders.Rebalance() {
+		sp, ok := s.specs[m.Stream]
+		if !ok {
+			continue
+		}
+		s.log.Info("stream moved to rebalance decoders", zap.String("stream", m.Stream),
+			zap.String("to", map[bool]string{true: "nvdec", false: "cpu"}[m.To != len(s.devices)]))
+		version, _ := json.Marshal(sp)
+		s.start(sp, string(version))
+	}
 }
 
 // start (re)starts an enabled stream on its device; the device is part of
@@ -177,18 +192,23 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	}
 	open, stall := sp.Durations()
 	log := s.log.With(zap.String("stream", sp.ID))
-	src, err := decode.New(withHW(decode.Options{
-		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
-		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
-	}, s.c, dev, nvdec))
-	if err != nil {
-		return pipeline.StreamConfig{}, err
-	}
-	s.stats.Register(sp.ID)
 	queue := sp.QueueSize
 	if queue == 0 {
 		queue = s.c.Pipeline.QueueSize
 	}
+	so := withHW(decode.Options{
+		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
+		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
+	}, s.c, dev, nvdec)
+	// An NVDEC stream holds up to its queue, one frame in its worker and
+	// one being queued; fewer pool frames would stall the decoder before
+	// the queue's drop-oldest could act.
+	so.HWSurfaces = max(so.HWSurfaces, queue+2)
+	src, err := decode.New(so)
+	if err != nil {
+		return pipeline.StreamConfig{}, err
+	}
+	s.stats.Register(sp.ID)
 	return pipeline.StreamConfig{
 		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
 		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,

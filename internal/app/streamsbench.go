@@ -167,7 +167,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	}
 	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu)}
 	limited := false
-	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "on NVDEC")
+	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "to NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {
 		dec := 0.0
 		sctx, stop := context.WithCancel(ctx)
