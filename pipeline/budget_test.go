@@ -30,13 +30,15 @@ func policyStream(c StreamConfig) (*stream, *int) {
 	return s, new(int)
 }
 
-// The admission token bucket, driven by frame arrival times (a fake clock):
+// The admission token bucket, driven by the frames' decode times (a fake
+// clock; Decoded, which unlike Arrival never goes back with B-frames):
 // 30 fps offered against 5 fps with a burst of 2 admits the burst, then 5/s.
 func TestAdmissionTokenBucket(t *testing.T) {
 	s, released := policyStream(StreamConfig{FPSLimit: 5, FPSBurst: 2, QueueSize: 1000})
 	t0 := time.Unix(1000, 0)
 	for i := 0; i < 60; i++ { // 2 s at 30 fps
-		s.emit(&Frame{Seq: uint64(i), Arrival: t0.Add(time.Duration(i) * time.Second / 30), Image: fakeImage{released}})
+		ti := t0.Add(time.Duration(i) * time.Second / 30)
+		s.emit(&Frame{Seq: uint64(i), Arrival: ti, Decoded: ti, Image: fakeImage{released}})
 	}
 	admitted := s.q.Len()
 	// The burst of 2 (frames at 0 and 33 ms), then one token per 200 ms
