@@ -13,8 +13,10 @@ streams that ran through the whole interval (so a little under the total
 while streams churn). At the end it compares the first sample taken after
 --settle seconds with the last one and prints the growth.
 
-Standard library only, so it runs on the H200 machine's python3 and on
-Debian's. Exit status: 0, or 1 if vigil died or a request failed.
+It removes the streams it added before it stops vigil, so the registry
+in vigil's data_dir is left as it was (use a config with its own data_dir
+to keep the soak apart from a real deployment). Standard library only, so
+it runs on the H200 machine's python3 and on Debian's. Exit status: 0, or 1 if vigil died or a request failed.
 
 usage: gpu-soak.py --vigil BIN --config FILE --clip FILE [--model NAME]
                    [--base 40] [--churn 4] [--period 20] [--minutes 10]
@@ -157,6 +159,13 @@ def main():
         print(f"request failed: {e}")
         status = 1
     finally:
+        # Leave vigil's registry (its data_dir) as it was: remove the
+        # streams this run added.
+        for sid in list(running):
+            try:
+                request("DELETE", a.api + "/v1/streams/" + sid)
+            except OSError:
+                pass
         proc.terminate()
         try:
             proc.wait(timeout=30)

@@ -196,17 +196,24 @@ func TestBatchedCopiesKeepModelSettings(t *testing.T) {
 	require.NotContains(t, logs, `barracuda.b4`)
 }
 
+// addRunning adds n looped Megamind streams <prefix>0.. through the API,
+// one at a time, each running before the next.
+func addRunning(t *testing.T, v *vigil, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("%s%d", prefix, i), "Megamind.avi", ""))
+		require.Equal(t, http.StatusCreated, code, string(b))
+		v.waitState(fmt.Sprintf("%s%d", prefix, i), "running", 20*time.Second)
+	}
+}
+
 // Streams are placed across infer.devices least loaded first, each device
 // with its own engine, and rebalanced when streams go. On a CPU-only
 // machine the devices are only labels (the CPU engine ignores them), which
 // is enough to check the placement and restarts.
 func TestPlacementAcrossDevices(t *testing.T) {
 	v := startVigil(t, t.TempDir(), "infer: {provider: cpu, devices: [0, 1]}\npipeline: {progress_interval: 0s}\n")
-	for i := 0; i < 4; i++ {
-		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("p%d", i), "Megamind.avi", ""))
-		require.Equal(t, http.StatusCreated, code, string(b))
-		v.waitState(fmt.Sprintf("p%d", i), "running", 20*time.Second)
-	}
+	addRunning(t, v, "p", 4)
 	logs := v.logs.String()
 	for i, dev := range []int{0, 1, 0, 1} {
 		require.Contains(t, logs, fmt.Sprintf(`"stream":"p%d","url":`, i))
@@ -231,11 +238,7 @@ func TestPlacementAcrossDevices(t *testing.T) {
 // which is enough to check placement, logging and restarts.
 func TestHybridDecoderPlacement(t *testing.T) {
 	v := startVigil(t, t.TempDir(), "infer: {provider: cpu}\ndecode: {hwaccel: hybrid, nvdec_fps: 100, cpu_fps: 100}\npipeline: {progress_interval: 0s}\n")
-	for i := 0; i < 4; i++ {
-		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("h%d", i), "Megamind.avi", ""))
-		require.Equal(t, http.StatusCreated, code, string(b))
-		v.waitState(fmt.Sprintf("h%d", i), "running", 20*time.Second)
-	}
+	addRunning(t, v, "h", 4)
 	logs := v.logs.String()
 	for i, dec := range []string{"nvdec", "cpu", "nvdec", "cpu"} {
 		require.Regexp(t, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"h%d","url":"[^"]*","device":0,"decoder":"hybrid: %s"`, i, dec), logs)

@@ -90,36 +90,37 @@ func (s *service) unplace(id string) {
 }
 
 // rebalance restarts the streams that Placer.Rebalance moves to lighter
-// devices.
+// devices, then (hybrid decoding) those moved between NVDEC and the CPU.
 func (s *service) rebalance() {
 	if s.placer == nil {
 		return
 	}
-	for _, m := range s.placer.Rebalance() {
-		sp, ok := s.specs[m.Stream]
-		if !ok {
-			continue
-		}
-		s.log.Info("stream moved to rebalance devices", zap.String("stream", m.Stream),
-			zap.Int("from", s.devices[m.From]), zap.Int("to", s.devices[m.To]))
+	s.restartMoved(s.placer.Rebalance(), "devices", func(m pipeline.Move) []zap.Field {
 		if s.decoders != nil {
 			s.decoders.Remove(m.Stream) // decoded on the new GPU's NVDEC or the CPU
 		}
-		version, _ := json.Marshal(sp)
-		s.start(sp, string(version))
-	}
+		return []zap.Field{zap.Int("from", s.devices[m.From]), zap.Int("to", s.devices[m.To])}
+	})
 	if s.decoders == nil {
 		return
 	}
-	// Hybrid decoding: even out NVDEC and CPU load relative to capacity,
-	// each stream staying between its own GPU's NVDEC and the CPU.
-	for _, m := range s.decoders.Rebalance() {
+	// Even out NVDEC and CPU load relative to capacity, each stream
+	// staying between its own GPU's NVDEC and the CPU.
+	s.restartMoved(s.decoders.Rebalance(), "decoders", func(m pipeline.Move) []zap.Field {
+		return []zap.Field{zap.String("to", map[bool]string{true: "nvdec", false: "cpu"}[m.To != len(s.devices)])}
+	})
+}
+
+// restartMoved logs ("stream moved to rebalance <what>") and restarts each
+// moved stream; fields gives a move's log fields after doing any
+// bookkeeping the restart needs.
+func (s *service) restartMoved(moves []pipeline.Move, what string, fields func(pipeline.Move) []zap.Field) {
+	for _, m := range moves {
 		sp, ok := s.specs[m.Stream]
 		if !ok {
 			continue
 		}
-		s.log.Info("stream moved to rebalance decoders", zap.String("stream", m.Stream),
-			zap.String("to", map[bool]string{true: "nvdec", false: "cpu"}[m.To != len(s.devices)]))
+		s.log.Info("stream moved to rebalance "+what, append([]zap.Field{zap.String("stream", m.Stream)}, fields(m)...)...)
 		version, _ := json.Marshal(sp)
 		s.start(sp, string(version))
 	}
