@@ -84,6 +84,17 @@ func NewAdapter(name string, scoreThreshold, iouThreshold float32) (Adapter, err
 	return nil, fmt.Errorf("unknown adapter %q (want blazeface or yolox)", name)
 }
 
+// ItemOutputs sets dst[k] to item i's part of outs[k], for outputs of a
+// batch of batch items ([batch, ...], row-major, so item i is the i-th of
+// batch equal slices): what Adapter.Decode takes for one item. No copy;
+// dst must have len(outs) entries.
+func ItemOutputs(dst, outs [][]float32, batch, i int) {
+	for k, o := range outs {
+		per := len(o) / batch
+		dst[k] = o[i*per : (i+1)*per]
+	}
+}
+
 // AdapterNames lists the adapters NewAdapter knows.
 func AdapterNames() []string { return []string{"blazeface", "yolox"} }
 

@@ -271,10 +271,7 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 	t2 := time.Now()
 	for i := range imgs {
 		ti := time.Now()
-		for k, o := range e.outData {
-			per := len(o) / e.bind.Batch
-			e.itemOut[k] = o[i*per : (i+1)*per]
-		}
+		ItemOutputs(e.itemOut, e.outData, e.bind.Batch, i)
 		dsts[i] = e.adapter.Decode(e.itemOut, e.lastLB[i], dsts[i][:0])
 		sts[i].Infer, sts[i].Postprocess = t2.Sub(t1), time.Since(ti)
 	}

@@ -432,10 +432,7 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 	bt.Wall = time.Since(t0)
 	for i := range imgs {
 		ti := time.Now()
-		for k, o := range s.outViews {
-			per := len(o) / e.bind.Batch
-			s.itemOut[k] = o[i*per : (i+1)*per]
-		}
+		infer.ItemOutputs(s.itemOut, s.outViews, e.bind.Batch, i)
 		dsts[i] = e.adapter.Decode(s.itemOut, s.lbs[i], dsts[i][:0])
 		sts[i].Preprocess = bt.Host + bt.H2D + bt.Preprocess
 		sts[i].Infer = bt.Compute - bt.Preprocess
