@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/vigil-video/vigil/decode"
-	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -18,9 +17,7 @@ import (
 // Without an NVIDIA driver, hwaccel auto decodes on the CPU and says why
 // once per stream, even when the file loops; hwaccel cuda fails.
 func TestNVDECFallbackWithoutGPU(t *testing.T) {
-	if cuda.Init() == nil {
-		t.Skip("this machine has an NVIDIA driver")
-	}
+	testenv.SkipIfGPU(t)
 	core, logs := observer.New(zap.InfoLevel)
 	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), HWAccel: decode.HWAuto, Logger: zap.New(core)})
 	require.NoError(t, err)

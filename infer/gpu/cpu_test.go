@@ -10,14 +10,13 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/internal/cuda"
+	"github.com/vigil-video/vigil/internal/testenv"
 )
 
 // On machines without an NVIDIA driver (CI) Open must fail at once with
 // an error that says so, for callers to fall back to the CPU engine.
 func TestOpenWithoutDriver(t *testing.T) {
-	if cuda.Init() == nil {
-		t.Skip("this machine has an NVIDIA driver")
-	}
+	testenv.SkipIfGPU(t)
 	_, err := gpu.Open(gpu.Options{Path: "model.onnx"})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, cuda.ErrNoDriver), "%v", err)

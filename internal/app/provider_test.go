@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/testenv"
 )
 
@@ -15,9 +14,7 @@ import (
 // CPU engine, and the log says, in one line per model, which provider was
 // taken and why the GPU ones were not.
 func TestProviderFallbackLine(t *testing.T) {
-	if cuda.Init() == nil {
-		t.Skip("this machine has an NVIDIA driver; the fallback is tested on CPU-only machines")
-	}
+	testenv.SkipIfGPU(t)
 	video := testenv.Media(t, "Megamind.avi")
 	for provider, want := range map[string]string{
 		"auto":     "execution provider cpu (GPU engine unavailable: cuda: no NVIDIA driver found (libcuda.so.1",

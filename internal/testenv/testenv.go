@@ -9,7 +9,17 @@ import (
 	"testing"
 
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/cuda"
 )
+
+// SkipIfGPU skips a test of the no-driver fallbacks on a machine that has
+// an NVIDIA driver (cuda.Init succeeds); CI machines have none.
+func SkipIfGPU(t testing.TB) {
+	t.Helper()
+	if cuda.Init() == nil {
+		t.Skip("this machine has an NVIDIA driver; the fallback is tested on CPU-only machines")
+	}
+}
 
 // Media returns the path of a sample file in the asset cache, failing the
 // test with a hint when setup has not been run.
