@@ -107,7 +107,7 @@ func (s *service) rebalance() {
 	// Even out NVDEC and CPU load relative to capacity, each stream
 	// staying between its own GPU's NVDEC and the CPU.
 	s.restartMoved(s.decoders.Rebalance(), "decoders", func(m pipeline.Move) []zap.Field {
-		return []zap.Field{zap.String("to", map[bool]string{true: "nvdec", false: "cpu"}[m.To != len(s.devices)])}
+		return []zap.Field{zap.String("to", decodeSide(m.To != len(s.devices)))}
 	})
 }
 
@@ -140,7 +140,7 @@ func (s *service) start(sp registry.Spec, version string) {
 		if s.decoders != nil {
 			cpu := len(s.devices)
 			nvdec = s.decoders.PlaceAmong(sp.ID, 1, []int{gi, cpu}) != cpu
-			version += map[bool]string{true: "/nvdec", false: "/cpu"}[nvdec]
+			version += "/" + decodeSide(nvdec)
 		}
 	}
 	build := func(*pipeline.Status) (pipeline.StreamConfig, error) {
@@ -329,8 +329,13 @@ func decoderName(c *config.Config, nvdec bool) string {
 	if c.Decode.HWAccel != "hybrid" {
 		return c.Decode.HWAccel
 	}
+	return "hybrid: " + decodeSide(nvdec)
+}
+
+// decodeSide names a hybrid decoding placement: "nvdec" or "cpu".
+func decodeSide(nvdec bool) string {
 	if nvdec {
-		return "hybrid: nvdec"
+		return "nvdec"
 	}
-	return "hybrid: cpu"
+	return "cpu"
 }
