@@ -25,6 +25,30 @@ func TestGPU(t *testing.T) {
 // measure the host's launch cost rather than a full queue's wait.
 const syncEvery = 64
 
+// timeLaunches runs launch b.N times on s, synchronising every syncEvery
+// ops outside the timer, and reports the host time per op in µs.
+func timeLaunches(b *testing.B, s *Stream, launch func() error) {
+	b.Helper()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := launch(); err != nil {
+			b.Fatal(err)
+		}
+		if i%syncEvery == syncEvery-1 {
+			b.StopTimer()
+			if err := s.Synchronize(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	if err := s.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "host-us/op")
+}
+
 // BenchmarkKernelLaunch is the host time of cuLaunchKernel: kernels=N
 // launches N empty kernels per op.
 func BenchmarkKernelLaunch(b *testing.B) {
@@ -34,26 +58,14 @@ func BenchmarkKernelLaunch(b *testing.B) {
 			s := gpuStream(b, c)
 			empty := gpuKernels(b, c, "empty")[0]
 			one := [3]uint32{1, 1, 1}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			timeLaunches(b, s, func() error {
 				for j := 0; j < k; j++ {
 					if err := empty.Launch(s, one, [3]uint32{32, 1, 1}, 0); err != nil {
-						b.Fatal(err)
+						return err
 					}
 				}
-				if i%syncEvery == syncEvery-1 {
-					b.StopTimer()
-					if err := s.Synchronize(); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-			}
-			b.StopTimer()
-			if err := s.Synchronize(); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "host-us/op")
+				return nil
+			})
 		})
 	}
 }
@@ -84,24 +96,7 @@ func BenchmarkGraphLaunch(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer x.Destroy()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := x.Launch(s); err != nil {
-					b.Fatal(err)
-				}
-				if i%syncEvery == syncEvery-1 {
-					b.StopTimer()
-					if err := s.Synchronize(); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-			}
-			b.StopTimer()
-			if err := s.Synchronize(); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "host-us/op")
+			timeLaunches(b, s, func() error { return x.Launch(s) })
 		})
 	}
 }
