@@ -206,7 +206,6 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		warm = time.Second
 	}
 	sleep(warm) // opens, first frames, catch-up
-	decoded0, dropped0 := familySum(reg, "vigil_frames_decoded_total"), familySum(reg, "vigil_frames_dropped_total")
 	snap0 := breakdownSnapshot(reg)
 	sink.mu.Lock()
 	sink.on = true
@@ -218,9 +217,8 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	sink.on = false
 	lat, processed := slices.Clone(sink.lat), sink.n
 	sink.mu.Unlock()
-	decoded := familySum(reg, "vigil_frames_decoded_total") - decoded0
-	dropped := familySum(reg, "vigil_frames_dropped_total") - dropped0
 	snap1 := breakdownSnapshot(reg)
+	decoded, dropped := snap1["decoded"]-snap0["decoded"], snap1["dropped"]-snap0["dropped"]
 	cancel()
 	wg.Wait()
 	close(errs)
@@ -236,10 +234,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	return p, nil
 }
 
-// breakdownSnapshot reads the counters breakdown compares: drops by
-// reason@stage, and per stage the sum (s) and count of frame latencies.
+// breakdownSnapshot reads the counters a sweep point compares: frames
+// decoded and dropped in all, drops by reason@stage, and per stage the sum
+// (s) and count of frame latencies.
 func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
-	m := map[string]float64{}
+	m := map[string]float64{"decoded": familySum(reg, "vigil_frames_decoded_total")}
 	label := func(x *dto.Metric, name string) string {
 		for _, l := range x.GetLabel() {
 			if l.GetName() == name {
@@ -249,7 +248,9 @@ func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
 		return ""
 	}
 	for _, x := range series(reg, "vigil_frames_dropped_total") {
-		m["drop "+label(x, "reason")+"@"+label(x, "stage")] += x.GetCounter().GetValue()
+		v := x.GetCounter().GetValue()
+		m["drop "+label(x, "reason")+"@"+label(x, "stage")] += v
+		m["dropped"] += v
 	}
 	for _, x := range series(reg, "vigil_stage_latency_seconds") {
 		st := label(x, "stage")
