@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,7 +262,7 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH]; any: [--cpuprofile FILE]", stderr)
 	o := app.BenchOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
@@ -280,8 +281,23 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	gpuMode := fs.Bool("gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
 	models := fs.String("models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
 	batches := fs.String("batches", "1,8,32", "gpu: comma-separated batch sizes (batch N uses <model>.b<N>.onnx)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return &app.BadInputError{Err: fmt.Errorf("--cpuprofile: %w", err)}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()

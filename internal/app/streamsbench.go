@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -242,13 +243,19 @@ func familyGauge(reg prometheus.Gatherer, name string) float64 {
 }
 
 // ffmpegCeiling runs k parallel ffmpeg decodes of src, looped, for about
-// d, and returns their aggregate decoded frames per second. kind "nvdec"
-// decodes with -hwaccel cuda into GPU memory (no download); "cpu" with one
-// software thread per decode, as vigil's CPU-decoded streams under hybrid
-// decoding run (frame threads would add a frame of latency each). At d each process gets SIGINT and writes its
-// last progress block, from which its frames are counted.
+// d, and returns their aggregate decoded frames per second in the steady
+// state. kind "nvdec" decodes with -hwaccel cuda into GPU memory (no
+// download); "cpu" with one software thread per decode, as vigil's
+// CPU-decoded streams under hybrid decoding run (frame threads would add a
+// frame of latency each).
+//
+// Each process reports its frame count every 0.5 s (-progress); a
+// process's rate is counted from its first report after ceilingSettle
+// (start-up: CUDA context, NVDEC session, first keyframe) to its last one,
+// so that the ceiling is not lowered by k processes starting at once. At d
+// each process gets SIGINT; it is killed if it has not stopped 5 s later.
 func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int, d time.Duration) (float64, error) {
-	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-nostats"}
+	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-stats_period", "0.5", "-nostats"}
 	if kind == "nvdec" {
 		args = append(args, "-hwaccel", "cuda", "-hwaccel_device", strconv.Itoa(device), "-hwaccel_output_format", "cuda")
 	} else {
@@ -267,37 +274,52 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	type res struct {
-		frames int
-		err    error
+		fps float64
+		err error
 	}
 	results := make(chan res, k)
 	start := time.Now()
 	for range k {
 		go func() {
 			cmd := exec.CommandContext(ctx, ffmpeg, args...)
-			// At d, ask ffmpeg to stop (SIGINT) so that it writes its final
-			// progress block; kill it if it does not within 5 s.
+			// At d, ask ffmpeg to stop (SIGINT); kill it if it does not
+			// within 5 s.
 			cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 			cmd.WaitDelay = 5 * time.Second
-			outp, err := cmd.Output()
-			frames := lastProgress(string(outp), "frame=")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err == nil {
+				err = cmd.Start()
+			}
+			if err != nil {
+				results <- res{0, err}
+				return
+			}
+			var rate progressRate
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if v, ok := strings.CutPrefix(sc.Text(), "frame="); ok {
+					if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+						rate.add(time.Since(start), n)
+					}
+				}
+			}
+			err = cmd.Wait()
 			if ctx.Err() != nil && parent.Err() == nil { // stopped at d, as intended
 				err = nil
 			}
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-					err = fmt.Errorf("%s: %s", filepath.Base(ffmpeg), oneLine(string(ee.Stderr)))
-				}
+			if err != nil && stderr.Len() > 0 {
+				err = fmt.Errorf("%s: %s", filepath.Base(ffmpeg), oneLine(stderr.String()))
 			}
-			results <- res{frames, err}
+			results <- res{rate.fps(), err}
 		}()
 	}
-	total := 0
+	total := 0.0
 	var errs []error
 	for range k {
 		r := <-results
-		total += r.frames
+		total += r.fps
 		if r.err != nil {
 			errs = append(errs, r.err)
 		}
@@ -309,21 +331,40 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 		return 0, errs[0]
 	}
 	if total == 0 {
-		return 0, errors.New("no frame decoded")
+		return 0, fmt.Errorf("no steady-state rate: fewer than two progress reports after %s (run longer than %s)", ceilingSettle, d)
 	}
-	return float64(total) / time.Since(start).Seconds(), nil
+	return total, nil
 }
 
-// lastProgress returns the last integer value of key in ffmpeg's
-// -progress output (key=value lines).
-func lastProgress(s, key string) int {
-	n := 0
-	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(line, key); ok {
-			if x, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				n = x
-			}
-		}
+// ceilingSettle is how long a decode-only ceiling's processes start up
+// before their frames count (CUDA context and NVDEC session creation of 14
+// processes at once took about 1 s on the H200).
+const ceilingSettle = 2 * time.Second
+
+// progressRate turns one ffmpeg process's frame counts, stamped with the
+// time they arrived, into a steady-state rate: frames between the first
+// report at or after ceilingSettle and the last report, over the time
+// between them.
+type progressRate struct {
+	t0, t1 time.Duration
+	n0, n1 int
+	have   bool
+}
+
+func (p *progressRate) add(t time.Duration, frames int) {
+	if t < ceilingSettle {
+		return
 	}
-	return n
+	if !p.have {
+		p.t0, p.n0, p.have = t, frames, true
+	}
+	p.t1, p.n1 = t, frames
+}
+
+// fps is the rate in frames per second, 0 with fewer than two reports.
+func (p *progressRate) fps() float64 {
+	if !p.have || p.t1 <= p.t0 {
+		return 0
+	}
+	return float64(p.n1-p.n0) / (p.t1 - p.t0).Seconds()
 }

@@ -23,7 +23,7 @@ func TestBenchStreams(t *testing.T) {
 	c.Infer.Provider = "cpu"
 	var out bytes.Buffer
 	r, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
-		Start: 1, Step: 1, Max: 2, Each: time.Second, Budget: 500 * time.Millisecond, CeilingFor: 2 * time.Second}, zap.NewNop(), &out)
+		Start: 1, Step: 1, Max: 2, Each: 2 * time.Second, Budget: 500 * time.Millisecond, CeilingFor: 3 * time.Second}, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
 	t.Log(out.String())
 	var cpu, nvdec int

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -164,6 +166,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	sink := &latencySink{}
 	reg := prometheus.NewRegistry()
 	metrics := pipeline.NewMetrics(reg)
+	// The process's resident memory and Go's share of it, read at the end
+	// of the window (the rest is C: FFmpeg frames, ORT, pinned slots).
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(collectors.WithGoCollectorMemStatsMetricsDisabled(),
+			collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/memory/classes/total:bytes$`)})))
 	gate := pipeline.NewGate()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -231,6 +238,9 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	}
 	p.P50, p.P99, p.P999 = pipeline.Percentile(lat, 50), pipeline.Percentile(lat, 99), pipeline.Percentile(lat, 99.9)
 	p.Breakdown = breakdown(snap0, snap1, decoded)
+	if rss := familyGauge(reg, "process_resident_memory_bytes"); rss > 0 {
+		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, familyGauge(reg, "go_memory_classes_total_bytes")/1e9)
+	}
 	return p, nil
 }
 
