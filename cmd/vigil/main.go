@@ -262,7 +262,7 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH]; any: [--cpuprofile FILE]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
 	o := app.BenchOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
@@ -277,6 +277,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
 	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each, --warmup")
 	start := fs.Int("start", 8, "streams: the first N")
+	ceiling := fs.Duration("ceiling", 10*time.Second, "streams: how long each decode-only ceiling runs (0: skip the ceilings)")
 	ffmpegPath := fs.String("ffmpeg", "ffmpeg", "streams: the ffmpeg CLI for the decode-only ceilings (bin/ffmpeg-static on GPU machines)")
 	gpuMode := fs.Bool("gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
 	models := fs.String("models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
@@ -306,13 +307,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	streamsMode := *streams
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, name := range []string{"start", "ffmpeg"} {
+	for _, name := range []string{"start", "ffmpeg", "ceiling"} {
 		if set[name] && !streamsMode {
 			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
 		}
 	}
 	if set["warmup"] && !streamsMode && !*sweep {
 		return &app.BadInputError{Err: errors.New("--warmup applies to --sweep and --streams only")}
+	}
+	if *ceiling < 0 || (*ceiling > 0 && *ceiling <= 3*time.Second) {
+		return &app.BadInputError{Err: fmt.Errorf("--ceiling %s: want 0 (skip) or more than 3s (each decode is counted after 2s of start-up)", *ceiling)}
 	}
 	if *warmup <= 0 {
 		return &app.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", *warmup)}
@@ -327,7 +331,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 		_, err = app.BenchStreams(ctx, c, app.StreamsOptions{Source: o.Source, Model: o.Model, FFmpeg: *ffmpegPath,
-			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Warmup: *warmup, Budget: time.Duration(*budgetMS) * time.Millisecond}, log, stdout)
+			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Warmup: *warmup, Budget: time.Duration(*budgetMS) * time.Millisecond,
+			CeilingFor: *ceiling, NoCeilings: *ceiling == 0}, log, stdout)
 		return err
 	}
 	if *gpuMode && *sweep {

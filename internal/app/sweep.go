@@ -9,6 +9,8 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +55,9 @@ type SweepPoint struct {
 	P50, P99, P999           time.Duration
 	// Breakdown says where frames went over the window: drops by
 	// reason@stage as shares of decoded frames, then the mean wall time
-	// per processed frame in each stage (vigil_stage_latency_seconds).
+	// per processed frame in each stage (vigil_stage_latency_seconds),
+	// the process's CPU use in cores and the P99 time goroutines waited
+	// to run, and its resident memory (RSS) with Go's share.
 	Breakdown string
 }
 
@@ -214,6 +218,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	}
 	sleep(warm) // opens, first frames, catch-up
 	snap0 := breakdownSnapshot(reg)
+	sched0 := readSched()
 	sink.mu.Lock()
 	sink.on = true
 	sink.mu.Unlock()
@@ -238,6 +243,12 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	}
 	p.P50, p.P99, p.P999 = pipeline.Percentile(lat, 50), pipeline.Percentile(lat, 99), pipeline.Percentile(lat, 99.9)
 	p.Breakdown = breakdown(snap0, snap1, decoded)
+	if cpu := snap1["cpu"] - snap0["cpu"]; cpu > 0 {
+		p.Breakdown += fmt.Sprintf("; CPU %.1f of %d cores", cpu/el.Seconds(), runtime.NumCPU())
+	}
+	if lat := schedP99(sched0, readSched()); lat > 0 {
+		p.Breakdown += fmt.Sprintf(", Go scheduling P99 %.3f ms", ms(lat))
+	}
 	if rss := familyGauge(reg, "process_resident_memory_bytes"); rss > 0 {
 		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, familyGauge(reg, "go_memory_classes_total_bytes")/1e9)
 	}
@@ -248,7 +259,8 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 // decoded and dropped in all, drops by reason@stage, and per stage the sum
 // (s) and count of frame latencies.
 func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
-	m := map[string]float64{"decoded": familySum(reg, "vigil_frames_decoded_total")}
+	m := map[string]float64{"decoded": familySum(reg, "vigil_frames_decoded_total"),
+		"cpu": familySum(reg, "process_cpu_seconds_total")}
 	label := func(x *dto.Metric, name string) string {
 		for _, l := range x.GetLabel() {
 			if l.GetName() == name {
@@ -268,6 +280,46 @@ func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
 		m["n "+st] += float64(x.GetHistogram().GetSampleCount())
 	}
 	return m
+}
+
+// readSched reads the Go runtime's histogram of the time goroutines spent
+// runnable before running (runtime/metrics /sched/latencies:seconds); nil
+// where the runtime does not have it.
+func readSched() *metrics.Float64Histogram {
+	sm := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(sm)
+	if sm[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return sm[0].Value.Float64Histogram()
+}
+
+// schedP99 returns the 99th percentile of the scheduling latencies
+// recorded between two readings (the upper edge of its bucket; the last
+// finite edge for the open top bucket), 0 when none were.
+func schedP99(a, b *metrics.Float64Histogram) time.Duration {
+	if a == nil || b == nil || len(a.Counts) != len(b.Counts) {
+		return 0
+	}
+	total := uint64(0)
+	for i := range b.Counts {
+		total += b.Counts[i] - a.Counts[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	want, seen := uint64(math.Ceil(0.99*float64(total))), uint64(0)
+	for i := range b.Counts {
+		seen += b.Counts[i] - a.Counts[i]
+		if seen >= want {
+			edge := b.Buckets[i+1]
+			if math.IsInf(edge, 1) {
+				edge = b.Buckets[i]
+			}
+			return time.Duration(edge * float64(time.Second))
+		}
+	}
+	return 0
 }
 
 // breakdown formats the difference of two snapshots: drop shares of the
