@@ -237,6 +237,9 @@ func (b *Batcher) Run(ctx context.Context) {
 			r.err = ErrLate
 			close(r.done)
 		}
+		if m := b.cfg.Metrics; m != nil && len(late) > 0 {
+			m.BatchLate.Add(float64(len(late)))
+		}
 		if len(batch) > 0 {
 			if b.slots == nil {
 				b.dispatch(batch)

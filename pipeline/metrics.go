@@ -74,6 +74,12 @@ type Metrics struct {
 	BatchSize   prometheus.Histogram
 	BatchWait   prometheus.Histogram
 	EngineBatch *prometheus.HistogramVec
+	// BatchLate counts the requests the batcher refused because they
+	// could not finish by their deadline: vigil_batch_late_total. They are
+	// also in vigil_frames_dropped_total{stage="queue",reason="deadline"},
+	// with the frames a stream drops itself when they leave its queue too
+	// late; this counter tells the two apart.
+	BatchLate prometheus.Counter
 	// GPU engine, per batch, timed with CUDA events:
 	// vigil_gpu_batch_stage_seconds{model,batch,stage} with stage host
 	// (staging into pinned memory, host clock), h2d (frame upload from
@@ -141,6 +147,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "vigil_engine_batch_seconds", Help: "Compute time of one engine execution, by the engine's batch size.",
 		Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
 	}, []string{"batch"})
+	m.BatchLate = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vigil_batch_late_total", Help: "Requests the batcher refused because they could not finish by their deadline.",
+	})
 	m.GPUStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "vigil_gpu_batch_stage_seconds", Help: "GPU engine time per batch by stage: host (staging, host clock), h2d, preprocess, infer, d2h (CUDA events).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
@@ -151,7 +160,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"model", "batch"})
 	if reg != nil {
 		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.Degraded,
-			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.GPUStage, m.GPULaunch)
+			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.BatchLate, m.GPUStage, m.GPULaunch)
 	}
 	return m
 }

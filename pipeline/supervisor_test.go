@@ -162,3 +162,49 @@ func batcherAcrossStreams(t *testing.T, concurrency int) {
 	t.Logf("%d executions for %d frames, mean batch %.2f", h.GetSampleCount(), 4*270, mean)
 	require.Greater(t, mean, 1.5, "frames from different streams share executions")
 }
+
+// A request whose deadline has passed is refused with ErrLate, and the
+// refusal is counted in vigil_batch_late_total; one with time to spare
+// runs.
+func TestBatcherLateCounted(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	sc := decode.NewScaler()
+	e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Resizer: sc})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close(); sc.Close() })
+	m := pipeline.NewMetrics(prometheus.NewRegistry())
+	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: []pipeline.BatchEngine{e}, MaxQueueDelay: time.Millisecond, Metrics: m})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi")})
+	require.NoError(t, err)
+	frames := make(chan *pipeline.Frame, 1)
+	fctx, fcancel := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = src.Run(fctx, func(f *pipeline.Frame) {
+			select {
+			case frames <- f: // the first frame is enough
+			default:
+				f.Image.Release()
+			}
+		})
+	}()
+	f := <-frames
+	fcancel()
+	<-ran
+	defer f.Image.Release()
+
+	var st pipeline.StageTimes
+	_, err = b.Do(ctx, time.Now().Add(time.Minute), f.Image, &st, nil)
+	require.NoError(t, err, "time to spare: runs")
+	_, err = b.Do(ctx, time.Now().Add(-time.Second), f.Image, &st, nil)
+	require.ErrorIs(t, err, pipeline.ErrLate)
+	var metric dto.Metric
+	require.NoError(t, m.BatchLate.Write(&metric))
+	require.Equal(t, 1.0, metric.GetCounter().GetValue())
+}

@@ -185,6 +185,16 @@ func (e *engines) batcher(ref, pool string, dev int, base detector, metrics *pip
 	return b, nil
 }
 
+// toolEngines returns the engines of a one-shot tool (bench --sweep,
+// bench --streams) with metrics of their own: the batcher's and the GPU
+// engine's histograms land in the returned registry.
+func toolEngines(c *config.Config) (*engines, prometheus.Gatherer) {
+	e := newEngines(c)
+	reg := prometheus.NewRegistry()
+	e.metrics.Store(pipeline.NewMetrics(reg))
+	return e, reg
+}
+
 // toolBatcher starts, for a one-shot tool (bench --sweep, bench
 // --streams), the batcher of base (nil when batching is off) with its
 // dispatcher on a goroutine of its own; stop ends it and waits for it.
@@ -202,7 +212,7 @@ func (e *engines) toolBatcher(ctx context.Context, ref string, dev int, base det
 		go func() { defer wg.Done(); b.Run(bctx) }()
 	}
 	e.mu.Unlock()
-	if b, err = e.batcher(ref, "", dev, base, nil); err != nil {
+	if b, err = e.batcher(ref, "", dev, base, e.metrics.Load()); err != nil {
 		stop()
 		return nil, func() {}, err
 	}

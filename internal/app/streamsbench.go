@@ -174,7 +174,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	}
 
 	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
-	engs := newEngines(&c)
+	engs, tools := toolEngines(&c)
 	defer engs.close()
 	eng, err := engs.get(o.Model)
 	if err != nil {
@@ -211,7 +211,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to NVDEC %.0f : CPU %.0f fps\n", nv, cpu)
 		fmt.Fprintf(out, "  for vigil run:   decode: {hwaccel: hybrid, nvdec_fps: %.0f, cpu_fps: %.0f}\n", nv, cpu)
 	}
-	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu)}
+	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu), tools: tools}
 	limited := false
 	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "to NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {

@@ -45,6 +45,9 @@ type SweepOptions struct {
 	// hw gives stream i's decode settings (benchHW); Sweep and
 	// BenchStreams set it.
 	hw func(i int) decode.Options
+	// tools holds the batcher's and the GPU engine's metrics
+	// (toolEngines), read with each point's own.
+	tools prometheus.Gatherer
 }
 
 // SweepPoint is one load level in one mode.
@@ -81,7 +84,8 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	}
 	nv, cpu := hybridCapacity(&c)
 	o.hw = benchHW(&c, c.Infer.Device, nv, cpu)
-	engs := newEngines(&c)
+	engs, tools := toolEngines(&c)
+	o.tools = tools
 	defer engs.close()
 	eng, err := engs.get(o.Model)
 	if err != nil {
@@ -217,7 +221,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		warm = time.Second
 	}
 	sleep(warm) // opens, first frames, catch-up
-	snap0 := breakdownSnapshot(reg)
+	snap0 := breakdownSnapshot(reg, o.tools)
 	sched0 := readSched()
 	sink.mu.Lock()
 	sink.on = true
@@ -229,7 +233,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	sink.on = false
 	lat, processed := slices.Clone(sink.lat), sink.n
 	sink.mu.Unlock()
-	snap1 := breakdownSnapshot(reg)
+	snap1 := breakdownSnapshot(reg, o.tools)
 	decoded, dropped := snap1["decoded"]-snap0["decoded"], snap1["dropped"]-snap0["dropped"]
 	cancel()
 	wg.Wait()
@@ -255,12 +259,12 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	return p, nil
 }
 
-// breakdownSnapshot reads the counters a sweep point compares: frames
-// decoded and dropped in all, drops by reason@stage, and per stage the sum
-// (s) and count of frame latencies.
-func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
-	m := map[string]float64{"decoded": familySum(reg, "vigil_frames_decoded_total"),
-		"cpu": familySum(reg, "process_cpu_seconds_total")}
+// breakdownSnapshot reads the counters a sweep point compares, summed
+// over regs (nil ones skipped): frames decoded and dropped in all, drops by
+// reason@stage, per stage the sum (s) and count of frame latencies, the
+// process's CPU seconds, and the batcher's and GPU engine's histograms.
+func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
+	m := map[string]float64{}
 	label := func(x *dto.Metric, name string) string {
 		for _, l := range x.GetLabel() {
 			if l.GetName() == name {
@@ -269,15 +273,32 @@ func breakdownSnapshot(reg prometheus.Gatherer) map[string]float64 {
 		}
 		return ""
 	}
-	for _, x := range series(reg, "vigil_frames_dropped_total") {
-		v := x.GetCounter().GetValue()
-		m["drop "+label(x, "reason")+"@"+label(x, "stage")] += v
-		m["dropped"] += v
+	hist := func(reg prometheus.Gatherer, family, key string, by func(*dto.Metric) string) {
+		for _, x := range series(reg, family) {
+			k := key
+			if by != nil {
+				k = strings.TrimSpace(key + " " + by(x))
+			}
+			m["sum "+k] += x.GetHistogram().GetSampleSum()
+			m["n "+k] += float64(x.GetHistogram().GetSampleCount())
+		}
 	}
-	for _, x := range series(reg, "vigil_stage_latency_seconds") {
-		st := label(x, "stage")
-		m["sum "+st] += x.GetHistogram().GetSampleSum()
-		m["n "+st] += float64(x.GetHistogram().GetSampleCount())
+	for _, reg := range regs {
+		if reg == nil {
+			continue
+		}
+		m["decoded"] += familySum(reg, "vigil_frames_decoded_total")
+		m["cpu"] += familySum(reg, "process_cpu_seconds_total")
+		m["late"] += familySum(reg, "vigil_batch_late_total")
+		for _, x := range series(reg, "vigil_frames_dropped_total") {
+			v := x.GetCounter().GetValue()
+			m["drop "+label(x, "reason")+"@"+label(x, "stage")] += v
+			m["dropped"] += v
+		}
+		hist(reg, "vigil_stage_latency_seconds", "", func(x *dto.Metric) string { return label(x, "stage") })
+		hist(reg, "vigil_batch_size", "batch", nil)
+		hist(reg, "vigil_engine_batch_seconds", "exec", nil)
+		hist(reg, "vigil_gpu_batch_stage_seconds", "gpu", func(x *dto.Metric) string { return label(x, "stage") })
 	}
 	return m
 }
@@ -343,7 +364,24 @@ func breakdown(a, b map[string]float64, decoded float64) string {
 			stages = append(stages, fmt.Sprintf("%s %.1f", st, 1000*(b["sum "+st]-a["sum "+st])/n))
 		}
 	}
-	return "drops: " + strings.Join(drops, ", ") + "; mean ms: " + strings.Join(stages, ", ")
+	out := "drops: " + strings.Join(drops, ", ") + "; mean ms: " + strings.Join(stages, ", ")
+	d := func(k string) float64 { return b[k] - a[k] }
+	if n := d("n batch"); n > 0 {
+		out += fmt.Sprintf("; batches: mean %.1f frames, %.1f ms", d("sum batch")/n, 1000*d("sum exec")/max(1, d("n exec")))
+		var gpu []string
+		for _, st := range []string{"host", "h2d", "preprocess", "infer", "d2h"} {
+			if n := d("n gpu " + st); n > 0 {
+				gpu = append(gpu, fmt.Sprintf("%s %.2f", st, 1000*d("sum gpu "+st)/n))
+			}
+		}
+		if len(gpu) > 0 {
+			out += " (GPU engine ms per batch: " + strings.Join(gpu, ", ") + ")"
+		}
+		if decoded > 0 {
+			out += fmt.Sprintf(", refused as late %.1f%%", 100*d("late")/decoded)
+		}
+	}
+	return out
 }
 
 // familySum adds up every series of the counter called name in reg.
