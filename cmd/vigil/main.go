@@ -272,7 +272,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	maxStreams := fs.Int("max-streams", 24, "sweep: the largest N")
 	step := fs.Int("step", 4, "sweep: N grows by this")
 	each := fs.Duration("each", 6*time.Second, "sweep: measuring time per point")
-	warmup := fs.Duration("warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (decoders that start late catch up in bursts)")
+	warmup := fs.Duration("warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (they start spread over min(warmup/2, 2s), like cameras not in step; decoders that start late catch up in bursts)")
 	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
 	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each, --warmup")

@@ -198,17 +198,24 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	}
 	// Hybrid decoding splits the streams by the ceilings just measured
 	// (the config's capacities where one could not be measured).
-	// Both at once is what hybrid decoding meets, so it is preferred.
+	// Capacities set in the config win (vigil's own decoders may differ
+	// from the ffmpeg CLI's: one CUDA context for all NVDEC sessions
+	// instead of one per process); else both at once, which is what
+	// hybrid decoding meets.
 	nv, cpu := hybridCapacity(&c)
+	splitBy := "the config's decode.nvdec_fps and decode.cpu_fps"
 	switch {
+	case c.Decode.NVDECFPS > 0 && c.Decode.CPUFPS > 0:
 	case r.Together > 0:
+		splitBy = "both decoders run at once"
 		nv, cpu = r.TogetherNVDEC, r.TogetherCPU
 	case best["nvdec"] > 0 && best["cpu"] > 0:
 		nv, cpu = best["nvdec"], best["cpu"]
+		splitBy = "the decode-only ceilings"
 	}
 	hybrid := c.Decode.HWAccel == "hybrid"
 	if hybrid {
-		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to NVDEC %.0f : CPU %.0f fps\n", nv, cpu)
+		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to NVDEC %.0f : CPU %.0f fps (%s)\n", nv, cpu, splitBy)
 		fmt.Fprintf(out, "  for vigil run:   decode: {hwaccel: hybrid, nvdec_fps: %.0f, cpu_fps: %.0f}\n", nv, cpu)
 	}
 	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu), tools: tools}

@@ -182,6 +182,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	gate := pipeline.NewGate()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
+	warm := o.Warmup
+	if warm <= 0 {
+		warm = time.Second
+	}
+	stagger := min(warm/2, 2*time.Second) // 2 s: a keyframe interval of IP cameras (60 frames at 30 fps)
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
 		so := decode.Options{}
@@ -203,6 +208,14 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Independent cameras are not in step: start the copies
+			// spread over stagger, so that their keyframes (and loop
+			// restarts) do not all fall on the same instant.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(i) * stagger / time.Duration(n)):
+			}
 			if err := pipeline.RunStream(ctx, sc); err != nil {
 				errs <- err
 			}
@@ -216,11 +229,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 			return true
 		}
 	}
-	warm := o.Warmup
-	if warm <= 0 {
-		warm = time.Second
-	}
-	sleep(warm) // opens, first frames, catch-up
+	sleep(warm) // staggered starts, opens, first frames, catch-up
 	snap0 := breakdownSnapshot(reg, o.tools)
 	sched0 := readSched()
 	sink.mu.Lock()
