@@ -179,32 +179,104 @@ func TestBatcherLateCounted(t *testing.T) {
 	go func() { defer close(done); b.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
+	img := oneFrame(t)
+	var st pipeline.StageTimes
+	_, err = b.Do(ctx, time.Now().Add(time.Minute), img, &st, nil)
+	require.NoError(t, err, "time to spare: runs")
+	_, err = b.Do(ctx, time.Now().Add(-time.Second), img, &st, nil)
+	require.ErrorIs(t, err, pipeline.ErrLate)
+	var metric dto.Metric
+	require.NoError(t, m.BatchLate.Write(&metric))
+	require.Equal(t, 1.0, metric.GetCounter().GetValue())
+}
+
+// gated wraps a real batch engine and holds each execution until its
+// gate is opened, so that a test can keep the batcher's slots busy.
+type gated struct {
+	pipeline.BatchEngine
+	gate chan struct{}
+}
+
+func (g *gated) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
+	<-g.gate
+	return g.BatchEngine.DetectBatch(imgs, sts, dsts)
+}
+
+// While every slot is busy, a request that can no longer make its
+// deadline is refused at once, not when a slot frees: its stream moves on
+// to a younger frame.
+func TestBatcherRefusesLateWhileSlotsBusy(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	sc := decode.NewScaler()
+	e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Resizer: sc})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close(); sc.Close() })
+	g := &gated{BatchEngine: e, gate: make(chan struct{})}
+	close(g.gate) // open for the first, measuring run
+	m := pipeline.NewMetrics(prometheus.NewRegistry())
+	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: []pipeline.BatchEngine{g}, MaxQueueDelay: time.Millisecond, Metrics: m, Concurrency: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	img := oneFrame(t)
+	var st pipeline.StageTimes
+	_, err = b.Do(ctx, time.Time{}, img, &st, nil)
+	require.NoError(t, err, "measures the engine")
+
+	g.gate = make(chan struct{}) // executions now wait
+	var busy sync.WaitGroup
+	for range 2 { // fill both slots
+		busy.Add(1)
+		go func() {
+			defer busy.Done()
+			var st pipeline.StageTimes
+			_, err := b.Do(ctx, time.Time{}, img, &st, nil)
+			require.NoError(t, err)
+		}()
+	}
+	require.Eventually(t, func() bool { w, _ := b.Load(); return w == 0 }, 5*time.Second, time.Millisecond, "both dispatched")
+	res := make(chan error, 1)
+	go func() {
+		var st pipeline.StageTimes
+		_, err := b.Do(ctx, time.Now().Add(time.Millisecond), img, &st, nil)
+		res <- err
+	}()
+	select {
+	case err = <-res:
+		require.ErrorIs(t, err, pipeline.ErrLate)
+	case <-time.After(10 * time.Second):
+		t.Error("a late request was held while both slots were busy")
+	}
+	close(g.gate)
+	busy.Wait()
+	if err == nil {
+		<-res
+	}
+}
+
+// oneFrame decodes the first frame of Megamind.avi; it is released at the
+// end of the test.
+func oneFrame(t *testing.T) pipeline.Image {
 	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi")})
 	require.NoError(t, err)
 	frames := make(chan *pipeline.Frame, 1)
-	fctx, fcancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		_ = src.Run(fctx, func(f *pipeline.Frame) {
+		_ = src.Run(ctx, func(f *pipeline.Frame) {
 			select {
-			case frames <- f: // the first frame is enough
+			case frames <- f:
 			default:
 				f.Image.Release()
 			}
 		})
 	}()
 	f := <-frames
-	fcancel()
+	cancel()
 	<-ran
-	defer f.Image.Release()
-
-	var st pipeline.StageTimes
-	_, err = b.Do(ctx, time.Now().Add(time.Minute), f.Image, &st, nil)
-	require.NoError(t, err, "time to spare: runs")
-	_, err = b.Do(ctx, time.Now().Add(-time.Second), f.Image, &st, nil)
-	require.ErrorIs(t, err, pipeline.ErrLate)
-	var metric dto.Metric
-	require.NoError(t, m.BatchLate.Write(&metric))
-	require.Equal(t, 1.0, metric.GetCounter().GetValue())
+	t.Cleanup(f.Image.Release)
+	return f.Image
 }
