@@ -65,7 +65,12 @@ type Batcher struct {
 	seq     uint64
 	wake    chan struct{}
 	per     map[int]*EWMA // batch time per engine size
-	lastRun atomic.Int64  // unix ns of the last execution's end (see StaleEstimate)
+	// lastRun is, per engine size, the unix ns of its last execution's
+	// end. An engine's estimate is trusted only while it keeps running
+	// (StaleEstimate): it is refreshed only by that engine's batches, so a
+	// stale high one that refused every batch needing that engine would
+	// never be corrected.
+	lastRun map[int]*atomic.Int64
 	// With Concurrency > 1: a slot per running batch, and the running ones.
 	slots    chan struct{}
 	inflight sync.WaitGroup
@@ -92,12 +97,13 @@ func NewBatcher(cfg BatcherConfig) *Batcher {
 		cfg.MaxQueueDelay = 2 * time.Millisecond
 	}
 	maxB := cfg.Engines[len(cfg.Engines)-1].Batch()
-	b := &Batcher{cfg: cfg, maxPref: maxB, wake: make(chan struct{}, 1), per: map[int]*EWMA{}}
+	b := &Batcher{cfg: cfg, maxPref: maxB, wake: make(chan struct{}, 1), per: map[int]*EWMA{}, lastRun: map[int]*atomic.Int64{}}
 	if len(cfg.Preferred) > 0 {
 		b.maxPref = min(slices.Max(cfg.Preferred), maxB)
 	}
 	for _, e := range cfg.Engines {
 		b.per[e.Batch()] = &EWMA{}
+		b.lastRun[e.Batch()] = &atomic.Int64{}
 	}
 	if cfg.Concurrency > 1 {
 		b.slots = make(chan struct{}, cfg.Concurrency)
@@ -121,10 +127,7 @@ func (b *Batcher) Load() (waiting int, perFrame time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	big := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
-	if stale(&b.lastRun, time.Now()) {
-		return len(b.pending), 0
-	}
-	return len(b.pending), b.per[big].Get() / time.Duration(big)
+	return len(b.pending), b.est(big, time.Now()) / time.Duration(big)
 }
 
 // Do queues one image and waits for its detections (appended to dst). It
@@ -178,7 +181,7 @@ func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time)
 	until = oldest.Add(b.cfg.MaxQueueDelay)
 	if d := pend[0].deadline; !d.IsZero() {
 		// Waiting for one more request would make a batch of n+1.
-		lastStart := d.Add(-b.per[b.engineFor(min(n+1, maxB)).Batch()].Get())
+		lastStart := d.Add(-b.est(b.engineFor(min(n+1, maxB)).Batch(), now))
 		if lastStart.Before(until) {
 			until = lastStart
 		}
@@ -261,8 +264,10 @@ func (b *Batcher) acquire(ctx context.Context, timer *time.Timer) bool {
 		now := time.Now()
 		late := b.takeLate(now)
 		next := time.Hour // until the earliest pending deadline's last start
-		if len(b.pending) > 0 && !b.pending[0].deadline.IsZero() && !stale(&b.lastRun, now) {
-			next = max(b.pending[0].deadline.Sub(now)-b.estimate(len(b.pending)), 0) + time.Millisecond
+		if len(b.pending) > 0 && !b.pending[0].deadline.IsZero() {
+			if est := b.estimate(len(b.pending), now); est > 0 {
+				next = max(b.pending[0].deadline.Sub(now)-est, 0) + time.Millisecond
+			}
 		}
 		b.mu.Unlock()
 		b.refuse(late)
@@ -305,11 +310,20 @@ func stopTimer(t *time.Timer) {
 }
 
 // estimate is the measured time of the batch that n pending requests
-// would run in (the engine fitting min(n, largest batch)); 0 before any
-// measurement.
-func (b *Batcher) estimate(n int) time.Duration {
+// would run in (the engine fitting min(n, largest batch)); see est.
+func (b *Batcher) estimate(n int, now time.Time) time.Duration {
 	maxB := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
-	return b.per[b.engineFor(min(max(n, 1), maxB)).Batch()].Get()
+	return b.est(b.engineFor(min(max(n, 1), maxB)).Batch(), now)
+}
+
+// est is the measured time of one execution of the engine of batch size
+// bs; 0 (nothing predicted) before its first run and when it has not run
+// for StaleEstimate: its next batch then measures afresh.
+func (b *Batcher) est(bs int, now time.Time) time.Duration {
+	if stale(b.lastRun[bs], now) {
+		return 0
+	}
+	return b.per[bs].Get()
 }
 
 // takeLate removes and returns, under b.mu with b.pending sorted, the
@@ -317,10 +331,10 @@ func (b *Batcher) estimate(n int) time.Duration {
 // now (by estimate). None while the estimates are stale: the next batch
 // measures afresh.
 func (b *Batcher) takeLate(now time.Time) []*batchReq {
-	if len(b.pending) == 0 || stale(&b.lastRun, now) {
+	est := b.estimate(len(b.pending), now)
+	if len(b.pending) == 0 || est == 0 {
 		return nil
 	}
-	est := b.estimate(len(b.pending))
 	var late []*batchReq
 	b.pending = slices.DeleteFunc(b.pending, func(r *batchReq) bool {
 		if !r.deadline.IsZero() && now.Add(est).After(r.deadline) {
@@ -358,7 +372,7 @@ func (b *Batcher) refuseAll(err error) {
 
 func (b *Batcher) dispatch(batch []*batchReq) {
 	eng := b.engineFor(len(batch))
-	wasStale := stale(&b.lastRun, time.Now())
+	wasStale := stale(b.lastRun[eng.Batch()], time.Now())
 	imgs := make([]Image, len(batch))
 	sts := make([]*StageTimes, len(batch))
 	dsts := make([][]Detection, len(batch))
@@ -378,7 +392,7 @@ func (b *Batcher) dispatch(batch []*batchReq) {
 	} else {
 		b.per[eng.Batch()].Add(d)
 	}
-	b.lastRun.Store(time.Now().UnixNano())
+	b.lastRun[eng.Batch()].Store(time.Now().UnixNano())
 	if m := b.cfg.Metrics; m != nil {
 		m.BatchSize.Observe(float64(len(batch)))
 		m.EngineBatch.WithLabelValues(strconv.Itoa(eng.Batch())).Observe(d.Seconds())

@@ -280,3 +280,72 @@ func oneFrame(t *testing.T) pipeline.Image {
 	t.Cleanup(f.Image.Release)
 	return f.Image
 }
+
+// slowFirst wraps a real batch engine and stalls its first execution, as
+// a hiccup of the host or the GPU would.
+type slowFirst struct {
+	pipeline.BatchEngine
+	once  sync.Once
+	stall time.Duration
+}
+
+func (s *slowFirst) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
+	s.once.Do(func() { time.Sleep(s.stall) })
+	return s.BatchEngine.DetectBatch(imgs, sts, dsts)
+}
+
+// One stalled execution of the batch-4 engine leaves its estimate far
+// above the deadlines. While other batches (here a serial requester on the
+// batch-1 engine) keep the batcher busy, that estimate must still expire:
+// it is refreshed only by batch-4 runs, which it would refuse for ever,
+// and throughput would collapse to batches of one (seen on the H200: 268
+// of 2,553 fps).
+func TestBatcherStaleBatchEstimateExpires(t *testing.T) {
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	var engines []pipeline.BatchEngine
+	for _, f := range []string{"face_detection_front_128x128_barracuda.onnx", "face_detection_front_128x128_barracuda.b4.onnx"} {
+		sc := decode.NewScaler()
+		e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, f), Resizer: sc})
+		require.NoError(t, err)
+		t.Cleanup(func() { e.Close(); sc.Close() })
+		engines = append(engines, e)
+	}
+	engines[1] = &slowFirst{BatchEngine: engines[1], stall: 400 * time.Millisecond}
+	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: engines, MaxQueueDelay: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	img := oneFrame(t)
+	round := func(deadline time.Time) (ok int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var st pipeline.StageTimes
+				if _, err := b.Do(ctx, deadline, img, &st, nil); err == nil {
+					mu.Lock()
+					ok++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return ok
+	}
+	require.Equal(t, 4, round(time.Time{}), "the stalled batch of 4, no deadline")
+	_, perFrame := b.Load()
+	require.GreaterOrEqual(t, perFrame, 90*time.Millisecond, "400 ms for 4 frames")
+
+	// Only the batch-1 engine runs for 2 × StaleEstimate.
+	for end := time.Now().Add(2 * pipeline.StaleEstimate); time.Now().Before(end); {
+		var st pipeline.StageTimes
+		_, err := b.Do(ctx, time.Time{}, img, &st, nil)
+		require.NoError(t, err)
+	}
+	_, perFrame = b.Load()
+	require.Zero(t, perFrame, "the batch-4 estimate has expired")
+	require.Equal(t, 4, round(time.Now().Add(300*time.Millisecond)), "a batch of 4 with a 300 ms deadline runs again")
+}
