@@ -397,15 +397,19 @@ func withHW(o decode.Options, c *config.Config, dev int, nvdec bool) decode.Opti
 
 // hybridCapacity returns hybrid decoding's capacities in frames per
 // second: one GPU's NVDEC and all CPU cores (decode.nvdec_fps and
-// decode.cpu_fps, or their defaults: 1300, and 100 per core, as measured
-// for 1080p30 H.264 at 6 Mbit/s on the H200 machine, docs/performance.md).
+// decode.cpu_fps, or their defaults). The defaults come from `vigil bench
+// --streams` on the H200 machine (16 cores, 1080p30 H.264 High at 6 Mbit/s,
+// YOLOX-Nano, docs/performance.md): NVDEC alone carried 2,176 fps, and the
+// split that carried the most streams in hybrid gave the CPU 1,000 fps,
+// i.e. 62 per core (CPU-only carried 1,189, but under hybrid decoding the
+// cores also serve the NVDEC streams and the engine's staging).
 func hybridCapacity(c *config.Config) (nvdec, cpu float64) {
 	nvdec, cpu = c.Decode.NVDECFPS, c.Decode.CPUFPS
 	if nvdec <= 0 {
-		nvdec = 1300
+		nvdec = 2150
 	}
 	if cpu <= 0 {
-		cpu = 100 * float64(runtime.NumCPU())
+		cpu = 62 * float64(runtime.NumCPU())
 	}
 	return nvdec, cpu
 }

@@ -136,13 +136,15 @@ type Decode struct {
 	// to the CPU, whichever would be less loaded relative to its capacity
 	// (NVDECFPS, CPUFPS).
 	HWAccel string `yaml:"hwaccel"`
-	// NVDECFPS and CPUFPS are the decode-only capacities hybrid decoding
+	// NVDECFPS and CPUFPS are the decode capacities hybrid decoding
 	// places streams by, in frames per second of the streams vigil serves:
-	// one GPU's NVDEC engines, and all the CPU cores. `vigil bench
-	// --streams` measures both on a clip (its decode-only ceilings) and
-	// prints them. 0 takes rough defaults measured on an H200 machine with
-	// 16 cores for 1080p30 H.264 at 6 Mbit/s: 1300 for NVDEC and 100 per
-	// core for the CPU.
+	// one GPU's NVDEC engines, and all the CPU cores. Measure them with
+	// `vigil bench --streams` under decode.hwaccel cuda and none (the
+	// processed fps of the best point); give the CPU less than its
+	// CPU-only figure, since under hybrid decoding the cores also serve
+	// the NVDEC streams and the engine. 0 takes defaults measured on an
+	// H200 machine with 16 cores for 1080p30 H.264 at 6 Mbit/s: 2150 for
+	// NVDEC and 62 per core for the CPU (docs/performance.md).
 	NVDECFPS float64 `yaml:"nvdec_fps"`
 	CPUFPS   float64 `yaml:"cpu_fps"`
 	// HWSurfaces bounds the NVDEC frames per stream held downstream
