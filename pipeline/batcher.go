@@ -121,13 +121,16 @@ func (b *Batcher) engineFor(n int) BatchEngine {
 	return b.cfg.Engines[len(b.cfg.Engines)-1]
 }
 
-// Load returns the requests waiting and the measured time per request of
-// a full batch of the largest engine (for deadline prediction at ingest).
+// Load returns the requests waiting and the measured time per request
+// (an execution's time divided by its engine's batch size) of the engine
+// that one more request would run in with them, for deadline prediction at
+// ingest. perFrame is 0 (nothing predicted) when that engine has not run
+// in the last StaleEstimate or never ran.
 func (b *Batcher) Load() (waiting int, perFrame time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	big := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
-	return len(b.pending), b.est(big, time.Now()) / time.Duration(big)
+	bs := b.engineFor(min(len(b.pending)+1, b.maxPref)).Batch()
+	return len(b.pending), b.est(bs, time.Now()) / time.Duration(bs)
 }
 
 // Do queues one image and waits for its detections (appended to dst). It
@@ -197,9 +200,11 @@ func byDeadline(a, c *batchReq) int { return compareDeadlines(a.deadline, c.dead
 // Run dispatches batches until ctx ends; then it refuses what is pending.
 //
 // Requests that can no longer finish by their deadline, even if their
-// batch started now, are refused as soon as that is known: also while
-// every slot is busy, so that their streams move on to younger frames at
-// once instead of holding a late request until a slot frees. (Refusing
+// batch started now, are refused as soon as that is known: with
+// Concurrency > 1 also while every slot is busy, so that their streams
+// move on to younger frames at once instead of holding a late request
+// until a slot frees (with one slot the dispatcher runs the batch itself
+// and judges the pending requests when it is done). (Refusing
 // only when a slot freed, under overload most of the requests pending at
 // that moment were late; the batch left was of one or two frames, which
 // the batch-1 engine ran at a fraction of a full batch's throughput, and
@@ -265,9 +270,8 @@ func (b *Batcher) acquire(ctx context.Context, timer *time.Timer) bool {
 		late := b.takeLate(now)
 		next := time.Hour // until the earliest pending deadline's last start
 		if len(b.pending) > 0 && !b.pending[0].deadline.IsZero() {
-			if est := b.estimate(len(b.pending), now); est > 0 {
-				next = max(b.pending[0].deadline.Sub(now)-est, 0) + time.Millisecond
-			}
+			est := b.estimate(len(b.pending), now)
+			next = max(b.pending[0].deadline.Sub(now)-est, 0) + time.Millisecond
 		}
 		b.mu.Unlock()
 		b.refuse(late)
@@ -310,10 +314,10 @@ func stopTimer(t *time.Timer) {
 }
 
 // estimate is the measured time of the batch that n pending requests
-// would run in (the engine fitting min(n, largest batch)); see est.
+// would run in: plan takes at most the largest preferred size, on the
+// smallest engine that fits it; see est.
 func (b *Batcher) estimate(n int, now time.Time) time.Duration {
-	maxB := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
-	return b.est(b.engineFor(min(max(n, 1), maxB)).Batch(), now)
+	return b.est(b.engineFor(min(max(n, 1), b.maxPref)).Batch(), now)
 }
 
 // est is the measured time of one execution of the engine of batch size
@@ -327,14 +331,19 @@ func (b *Batcher) est(bs int, now time.Time) time.Duration {
 }
 
 // takeLate removes and returns, under b.mu with b.pending sorted, the
-// requests that would miss their deadline even if their batch started at
-// now (by estimate). None while the estimates are stale: the next batch
-// measures afresh.
+// requests that would miss their deadline even if the batch they would
+// run in (estimate of all pending) started at now; with no trusted
+// estimate, those already past their deadline. Judging by the batch of
+// all pending requests favours throughput under load: a request that only
+// a smaller, faster batch would serve in time is refused rather than run
+// in a batch of its own (batches of one frame are what collapsed vigil on
+// the H200); when the refusals leave fewer requests, the batch that runs
+// may be on a smaller engine than the one judged by.
 func (b *Batcher) takeLate(now time.Time) []*batchReq {
-	est := b.estimate(len(b.pending), now)
-	if len(b.pending) == 0 || est == 0 {
+	if len(b.pending) == 0 {
 		return nil
 	}
+	est := b.estimate(len(b.pending), now)
 	var late []*batchReq
 	b.pending = slices.DeleteFunc(b.pending, func(r *batchReq) bool {
 		if !r.deadline.IsZero() && now.Add(est).After(r.deadline) {

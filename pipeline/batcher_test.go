@@ -65,3 +65,43 @@ func TestBatcherPlan(t *testing.T) {
 	n, _ = b.plan(at(0), nil)
 	require.Zero(t, n)
 }
+
+// Which pending requests are refused as late: judged by the measured time
+// of the engine their batch would run on (at most the largest preferred
+// size), each engine's estimate trusted only while that engine keeps
+// running, and with no trusted estimate those already past their deadline.
+func TestBatcherTakeLate(t *testing.T) {
+	b := NewBatcher(BatcherConfig{Engines: []BatchEngine{sizeEngine(1), sizeEngine(4), sizeEngine(32)}, Preferred: []int{4}})
+	now := time.Unix(1000, 0)
+	b.per[1].Reset(2 * time.Millisecond)
+	b.per[4].Reset(400 * time.Millisecond) // one stalled run
+	b.lastRun[1].Store(now.UnixNano())
+	pend := func(n int, deadline time.Time) {
+		b.pending = nil
+		for i := range n {
+			b.pending = append(b.pending, &batchReq{deadline: deadline, seq: uint64(i)})
+		}
+	}
+
+	b.lastRun[4].Store(now.Add(-100 * time.Millisecond).UnixNano())
+	pend(4, now.Add(300*time.Millisecond))
+	require.Len(t, b.takeLate(now), 4, "batch-4 estimate trusted: 400 ms > 300 ms left")
+
+	pend(12, now.Add(300*time.Millisecond))
+	require.Len(t, b.takeLate(now), 12, "12 pending run as batches of the preferred 4, not on the never-run batch-32 engine")
+
+	b.lastRun[4].Store(now.Add(-StaleEstimate - time.Millisecond).UnixNano())
+	pend(4, now.Add(300*time.Millisecond))
+	require.Empty(t, b.takeLate(now), "the batch-4 engine has not run for StaleEstimate: its estimate is not trusted, though batch 1 ran")
+	require.Len(t, b.pending, 4)
+
+	b.pending = append(b.pending, &batchReq{deadline: now.Add(-time.Millisecond)}, &batchReq{})
+	late := b.takeLate(now)
+	require.Len(t, late, 1, "with no trusted estimate, only the request past its deadline")
+	require.Len(t, b.pending, 5, "and never one without a deadline")
+
+	pend(1, now.Add(5*time.Millisecond))
+	require.Empty(t, b.takeLate(now), "alone it runs on the batch-1 engine: 2 ms fit in 5 ms")
+	pend(1, now.Add(time.Millisecond))
+	require.Len(t, b.takeLate(now), 1, "2 ms do not fit in 1 ms")
+}

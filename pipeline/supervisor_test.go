@@ -118,19 +118,12 @@ func TestBatcherAcrossStreams(t *testing.T) { batcherAcrossStreams(t, 1) }
 func TestBatcherConcurrentBatches(t *testing.T) { batcherAcrossStreams(t, 2) }
 
 func batcherAcrossStreams(t *testing.T, concurrency int) {
-	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
 	var engines []pipeline.BatchEngine
-	var first *infer.Engine
-	for _, f := range []string{"face_detection_front_128x128_barracuda.onnx", "face_detection_front_128x128_barracuda.b4.onnx", "face_detection_front_128x128_barracuda.b8.onnx"} {
-		sc := decode.NewScaler()
-		e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, f), Resizer: sc})
-		require.NoError(t, err)
-		t.Cleanup(func() { e.Close(); sc.Close() })
+	opened := openBlazeFace(t, "face_detection_front_128x128_barracuda.onnx", "face_detection_front_128x128_barracuda.b4.onnx", "face_detection_front_128x128_barracuda.b8.onnx")
+	for _, e := range opened {
 		engines = append(engines, e)
-		if first == nil {
-			first = e
-		}
 	}
+	first := opened[0]
 	m := pipeline.NewMetrics(prometheus.NewRegistry())
 	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: engines, Preferred: []int{4, 8}, MaxQueueDelay: 3 * time.Millisecond, Metrics: m, Concurrency: concurrency})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -167,37 +160,35 @@ func batcherAcrossStreams(t *testing.T, concurrency int) {
 // refusal is counted in vigil_batch_late_total; one with time to spare
 // runs.
 func TestBatcherLateCounted(t *testing.T) {
-	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
-	sc := decode.NewScaler()
-	e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Resizer: sc})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.Close(); sc.Close() })
+	e := openBlazeFace(t, "face_detection_front_128x128_barracuda.onnx")[0]
 	m := pipeline.NewMetrics(prometheus.NewRegistry())
 	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: []pipeline.BatchEngine{e}, MaxQueueDelay: time.Millisecond, Metrics: m})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx := startBatcher(t, b)
 
 	img := oneFrame(t)
 	var st pipeline.StageTimes
+	_, err := b.Do(ctx, time.Now().Add(-time.Second), img, &st, nil)
+	require.ErrorIs(t, err, pipeline.ErrLate, "past its deadline before any estimate")
 	_, err = b.Do(ctx, time.Now().Add(time.Minute), img, &st, nil)
 	require.NoError(t, err, "time to spare: runs")
 	_, err = b.Do(ctx, time.Now().Add(-time.Second), img, &st, nil)
 	require.ErrorIs(t, err, pipeline.ErrLate)
 	var metric dto.Metric
 	require.NoError(t, m.BatchLate.Write(&metric))
-	require.Equal(t, 1.0, metric.GetCounter().GetValue())
+	require.Equal(t, 2.0, metric.GetCounter().GetValue())
 }
 
 // gated wraps a real batch engine and holds each execution until its
-// gate is opened, so that a test can keep the batcher's slots busy.
+// gate is opened, so that a test can keep the batcher's slots busy;
+// entered receives one value per execution that reached the gate.
 type gated struct {
 	pipeline.BatchEngine
-	gate chan struct{}
+	gate    chan struct{}
+	entered chan struct{}
 }
 
 func (g *gated) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
+	g.entered <- struct{}{}
 	<-g.gate
 	return g.BatchEngine.DetectBatch(imgs, sts, dsts)
 }
@@ -206,37 +197,30 @@ func (g *gated) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, d
 // deadline is refused at once, not when a slot frees: its stream moves on
 // to a younger frame.
 func TestBatcherRefusesLateWhileSlotsBusy(t *testing.T) {
-	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
-	sc := decode.NewScaler()
-	e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Resizer: sc})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.Close(); sc.Close() })
-	g := &gated{BatchEngine: e, gate: make(chan struct{})}
+	e := openBlazeFace(t, "face_detection_front_128x128_barracuda.onnx")[0]
+	g := &gated{BatchEngine: e, gate: make(chan struct{}), entered: make(chan struct{}, 8)}
 	close(g.gate) // open for the first, measuring run
 	m := pipeline.NewMetrics(prometheus.NewRegistry())
 	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: []pipeline.BatchEngine{g}, MaxQueueDelay: time.Millisecond, Metrics: m, Concurrency: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx := startBatcher(t, b)
 
 	img := oneFrame(t)
 	var st pipeline.StageTimes
-	_, err = b.Do(ctx, time.Time{}, img, &st, nil)
+	_, err := b.Do(ctx, time.Time{}, img, &st, nil)
 	require.NoError(t, err, "measures the engine")
+	<-g.entered
 
 	g.gate = make(chan struct{}) // executions now wait
-	var busy sync.WaitGroup
+	busyErrs := make(chan error, 2)
 	for range 2 { // fill both slots
-		busy.Add(1)
 		go func() {
-			defer busy.Done()
 			var st pipeline.StageTimes
 			_, err := b.Do(ctx, time.Time{}, img, &st, nil)
-			require.NoError(t, err)
+			busyErrs <- err
 		}()
 	}
-	require.Eventually(t, func() bool { w, _ := b.Load(); return w == 0 }, 5*time.Second, time.Millisecond, "both dispatched")
+	<-g.entered // both slots are held at the gate
+	<-g.entered
 	res := make(chan error, 1)
 	go func() {
 		var st pipeline.StageTimes
@@ -250,7 +234,8 @@ func TestBatcherRefusesLateWhileSlotsBusy(t *testing.T) {
 		t.Error("a late request was held while both slots were busy")
 	}
 	close(g.gate)
-	busy.Wait()
+	require.NoError(t, <-busyErrs)
+	require.NoError(t, <-busyErrs)
 	if err == nil {
 		<-res
 	}
@@ -281,71 +266,28 @@ func oneFrame(t *testing.T) pipeline.Image {
 	return f.Image
 }
 
-// slowFirst wraps a real batch engine and stalls its first execution, as
-// a hiccup of the host or the GPU would.
-type slowFirst struct {
-	pipeline.BatchEngine
-	once  sync.Once
-	stall time.Duration
-}
-
-func (s *slowFirst) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, dsts [][]pipeline.Detection) ([][]pipeline.Detection, error) {
-	s.once.Do(func() { time.Sleep(s.stall) })
-	return s.BatchEngine.DetectBatch(imgs, sts, dsts)
-}
-
-// One stalled execution of the batch-4 engine leaves its estimate far
-// above the deadlines. While other batches (here a serial requester on the
-// batch-1 engine) keep the batcher busy, that estimate must still expire:
-// it is refreshed only by batch-4 runs, which it would refuse for ever,
-// and throughput would collapse to batches of one (seen on the H200: 268
-// of 2,553 fps).
-func TestBatcherStaleBatchEstimateExpires(t *testing.T) {
+// openBlazeFace opens real BlazeFace engines, one per model file of
+// testdata (the batch-1 model and its .b4/.b8 copies), closed when the test
+// ends.
+func openBlazeFace(t *testing.T, files ...string) []*infer.Engine {
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
-	var engines []pipeline.BatchEngine
-	for _, f := range []string{"face_detection_front_128x128_barracuda.onnx", "face_detection_front_128x128_barracuda.b4.onnx"} {
+	var out []*infer.Engine
+	for _, f := range files {
 		sc := decode.NewScaler()
 		e, err := infer.Open(infer.Options{Name: "blazeface", Path: testenv.Model(t, f), Resizer: sc})
 		require.NoError(t, err)
 		t.Cleanup(func() { e.Close(); sc.Close() })
-		engines = append(engines, e)
+		out = append(out, e)
 	}
-	engines[1] = &slowFirst{BatchEngine: engines[1], stall: 400 * time.Millisecond}
-	b := pipeline.NewBatcher(pipeline.BatcherConfig{Engines: engines, MaxQueueDelay: 20 * time.Millisecond})
+	return out
+}
+
+// startBatcher runs b's dispatcher until the test ends and returns the
+// context to call Do with.
+func startBatcher(t *testing.T, b *pipeline.Batcher) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	img := oneFrame(t)
-	round := func(deadline time.Time) (ok int) {
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var st pipeline.StageTimes
-				if _, err := b.Do(ctx, deadline, img, &st, nil); err == nil {
-					mu.Lock()
-					ok++
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		return ok
-	}
-	require.Equal(t, 4, round(time.Time{}), "the stalled batch of 4, no deadline")
-	_, perFrame := b.Load()
-	require.GreaterOrEqual(t, perFrame, 90*time.Millisecond, "400 ms for 4 frames")
-
-	// Only the batch-1 engine runs for 2 × StaleEstimate.
-	for end := time.Now().Add(2 * pipeline.StaleEstimate); time.Now().Before(end); {
-		var st pipeline.StageTimes
-		_, err := b.Do(ctx, time.Time{}, img, &st, nil)
-		require.NoError(t, err)
-	}
-	_, perFrame = b.Load()
-	require.Zero(t, perFrame, "the batch-4 estimate has expired")
-	require.Equal(t, 4, round(time.Now().Add(300*time.Millisecond)), "a batch of 4 with a 300 ms deadline runs again")
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx
 }

@@ -14,7 +14,9 @@ is MODE:CLIP:K1,K2,... and MODE is one of
   cpu         software, -threads 1
 
 A process's frames count from its first progress report after --settle
-seconds (start-up) to its last, as `vigil bench --streams` counts them.
+seconds (start-up) to its last, as `vigil bench --streams` counts them; the
+decoder utilisation is sampled after --settle too (max / mean), and the CPU
+busy share is the whole machine's over the run.
 
   python3 scripts/nvdec-probe.py --ffmpeg bin/ffmpeg-static \\
       --run hwaccel:cam1080.mp4:1,7,14 --run cuvid:cam1080.mp4:7
@@ -24,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -42,15 +45,19 @@ def cpu_times():
     return sum(v), idle
 
 
-def sampler(stop, dec, period=0.5):
-    """Collects NVML decoder utilisation (%) until stop is set."""
+def sampler(stop, dec, device, start, settle, period=0.5):
+    """Collects the device's NVML decoder utilisation (%) after the settle
+    time until stop is set."""
     try:
-        p = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.decoder", "--format=csv,noheader,nounits",
-                              "-lms", str(int(period * 1000))], stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(["nvidia-smi", "-i", str(device), "--query-gpu=utilization.decoder",
+                              "--format=csv,noheader,nounits", "-lms", str(int(period * 1000))],
+                             stdout=subprocess.PIPE, text=True)
     except OSError:
         return
     def read():
         for line in p.stdout:
+            if time.monotonic() - start < settle:
+                continue
             try:
                 dec.append(float(line.split(",")[0]))
             except ValueError:
@@ -71,9 +78,13 @@ def one(ffmpeg, mode, clip, device, seconds, settle, start, rates, errs):
     if mode != "cpu":
         args += ["-autoscale", "0"]
     args += ["-f", "null", "-"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errf = tempfile.TemporaryFile(mode="w+")  # a file, so that ffmpeg never blocks on a full stderr pipe
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errf, text=True)
     killer = threading.Timer(seconds, lambda: p.send_signal(signal.SIGINT))
     killer.start()
+    # SIGINT at the end; killed if it has not stopped 5 s later.
+    reaper = threading.Timer(seconds + 5, p.kill)
+    reaper.start()
     first = last = None
     for line in p.stdout:
         if line.startswith("frame="):
@@ -86,9 +97,12 @@ def one(ffmpeg, mode, clip, device, seconds, settle, start, rates, errs):
                 if first is None:
                     first = (t, n)
                 last = (t, n)
-    err = p.stderr.read()
     p.wait()
     killer.cancel()
+    reaper.cancel()
+    errf.seek(0)
+    err = errf.read()
+    errf.close()
     if first and last and last[0] > first[0]:
         rates.append((last[1] - first[1]) / (last[0] - first[0]))
     else:
@@ -98,10 +112,10 @@ def one(ffmpeg, mode, clip, device, seconds, settle, start, rates, errs):
 def probe(ffmpeg, mode, clip, k, device, seconds, settle):
     rates, errs, dec = [], [], []
     stop = threading.Event()
-    st = threading.Thread(target=sampler, args=(stop, dec), daemon=True)
+    start = time.monotonic()
+    st = threading.Thread(target=sampler, args=(stop, dec, device, start, settle), daemon=True)
     st.start()
     c0 = cpu_times()
-    start = time.monotonic()
     ts = [threading.Thread(target=one, args=(ffmpeg, mode, clip, device, seconds, settle, start, rates, errs))
           for _ in range(k)]
     for t in ts:
@@ -115,7 +129,8 @@ def probe(ffmpeg, mode, clip, k, device, seconds, settle):
     total = sum(rates)
     dec_s = f"{max(dec):.0f}/{sum(dec) / len(dec):.0f}" if dec else "n/a"
     e = f"  errors: {len(errs)} ({errs[0]})" if errs else ""
-    print(f"{mode:<11} {os.path.basename(clip):<22} {k:>3} {total:>9.1f} {total / k:>8.1f} {dec_s:>10} "
+    per = total / len(rates) if rates else 0.0  # over the decodes that ran
+    print(f"{mode:<11} {os.path.basename(clip):<22} {k:>3} {total:>9.1f} {per:>8.1f} {dec_s:>10} "
           f"{100 * busy:>7.0f}%{e}", flush=True)
 
 

@@ -275,7 +275,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (they start spread over min(warmup/2, 2s), like cameras not in step; decoders that start late catch up in bursts)")
 	budgetMS := fs.Int("budget-ms", 200, "sweep: the policy's latency budget")
 	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
-	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC and software), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each, --warmup")
+	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC ×7 and ×14, software one decode per core, then NVDEC and software at once; --ceiling each), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms; uses --start, --step, --max-streams, --each, --warmup, --budget-ms, --ffmpeg, --ceiling")
 	start := fs.Int("start", 8, "streams: the first N")
 	ceiling := fs.Duration("ceiling", 10*time.Second, "streams: how long each decode-only ceiling runs (0: skip the ceilings)")
 	ffmpegPath := fs.String("ffmpeg", "ffmpeg", "streams: the ffmpeg CLI for the decode-only ceilings (bin/ffmpeg-static on GPU machines)")
@@ -285,20 +285,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return &app.BadInputError{Err: fmt.Errorf("--cpuprofile: %w", err)}
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
@@ -323,6 +309,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if streamsMode && (*gpuMode || *sweep) {
 		return &app.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile, stderr)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 	}
 	if streamsMode {
 		c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
@@ -402,6 +395,26 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	_, err = app.Bench(ctx, c, o, log, stdout)
 	return err
+}
+
+// startCPUProfile writes a Go CPU profile to path until the returned stop
+// is called (which reports a failure to finish the file on stderr).
+// Errors: the file cannot be created (bad input), profiling is already on.
+func startCPUProfile(path string, stderr io.Writer) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, &app.BadInputError{Err: fmt.Errorf("--cpuprofile: %w", err)}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "vigil bench: --cpuprofile %s: %v\n", path, err)
+		}
+	}, nil
 }
 
 func cmdDoctor(args []string, stdout, stderr io.Writer) error {

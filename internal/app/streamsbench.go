@@ -46,7 +46,7 @@ type StreamsOptions struct {
 	// CeilingFor is how long each decode-only ceiling runs (default 10 s).
 	CeilingFor time.Duration
 	// NoCeilings skips the decode-only ceilings (quicker runs; no ratio is
-	// reported and hybrid decoding splits by the config's capacities).
+	// reported).
 	NoCeilings bool
 }
 
@@ -54,7 +54,7 @@ type StreamsOptions struct {
 // looped clip, their aggregate frames per second.
 type Ceiling struct {
 	Kind     string // "nvdec" or "cpu"
-	Parallel int
+	Parallel int    // ffmpeg processes run at once
 	FPS      float64
 	Err      error // the measurement could not run (no GPU, no ffmpeg)
 }
@@ -359,6 +359,9 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 						rate.add(time.Since(start), n)
 					}
 				}
+			}
+			if serr := sc.Err(); serr != nil { // stop reading: drain so that ffmpeg never blocks on a full pipe
+				_, _ = io.Copy(io.Discard, stdout)
 			}
 			err = cmd.Wait()
 			if ctx.Err() != nil && parent.Err() == nil { // stopped at d, as intended

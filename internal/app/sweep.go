@@ -57,10 +57,15 @@ type SweepPoint struct {
 	DropRatio                float64
 	P50, P99, P999           time.Duration
 	// Breakdown says where frames went over the window: drops by
-	// reason@stage as shares of decoded frames, then the mean wall time
-	// per processed frame in each stage (vigil_stage_latency_seconds),
-	// the process's CPU use in cores and the P99 time goroutines waited
-	// to run, and its resident memory (RSS) with Go's share.
+	// reason@stage as shares of decoded frames; the mean wall time per
+	// processed frame in each stage (vigil_stage_latency_seconds, ms);
+	// with batching, the mean frames and ms per execution, the GPU
+	// engine's mean ms per batch by stage and the share of decoded frames
+	// the batcher refused as late; the process's CPU use in cores and the
+	// P99 time goroutines waited to run (ms, the upper edge of the
+	// runtime's histogram bucket); and at the end of the window its
+	// resident memory (RSS, GB) and the part of it Go holds (GB; the rest
+	// is C: FFmpeg, ONNX Runtime, pinned staging).
 	Breakdown string
 }
 
@@ -178,7 +183,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	// of the window (the rest is C: FFmpeg frames, ORT, pinned slots).
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(collectors.WithGoCollectorMemStatsMetricsDisabled(),
-			collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/memory/classes/total:bytes$`)})))
+			collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/memory/classes/(total|heap/released):bytes$`)})))
 	gate := pipeline.NewGate()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -243,6 +248,9 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	lat, processed := slices.Clone(sink.lat), sink.n
 	sink.mu.Unlock()
 	snap1 := breakdownSnapshot(reg, o.tools)
+	sched1 := readSched()
+	rss := familyGauge(reg, "process_resident_memory_bytes")
+	goMem := familyGauge(reg, "go_memory_classes_total_bytes") - familyGauge(reg, "go_memory_classes_heap_released_bytes")
 	decoded, dropped := snap1["decoded"]-snap0["decoded"], snap1["dropped"]-snap0["dropped"]
 	cancel()
 	wg.Wait()
@@ -259,11 +267,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	if cpu := snap1["cpu"] - snap0["cpu"]; cpu > 0 {
 		p.Breakdown += fmt.Sprintf("; CPU %.1f of %d cores", cpu/el.Seconds(), runtime.NumCPU())
 	}
-	if lat := schedP99(sched0, readSched()); lat > 0 {
+	if lat := schedP99(sched0, sched1); lat > 0 {
 		p.Breakdown += fmt.Sprintf(", Go scheduling P99 %.3f ms", ms(lat))
 	}
-	if rss := familyGauge(reg, "process_resident_memory_bytes"); rss > 0 {
-		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, familyGauge(reg, "go_memory_classes_total_bytes")/1e9)
+	if rss > 0 {
+		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, goMem/1e9)
 	}
 	return p, nil
 }
@@ -403,12 +411,9 @@ func familySum(reg prometheus.Gatherer, name string) float64 {
 }
 
 // series returns the series of the family called name in reg (none when
-// gathering fails).
+// it cannot be gathered).
 func series(reg prometheus.Gatherer, name string) []*dto.Metric {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil
-	}
+	mfs, _ := reg.Gather() // on error, what could be gathered (one failing collector does not hide the others)
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			return mf.Metric
