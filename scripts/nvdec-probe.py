@@ -25,10 +25,13 @@ import argparse
 import os
 import signal
 import subprocess
+import shutil
 import sys
 import tempfile
 import threading
 import time
+
+CHILDREN = []  # every ffmpeg started, killed on Ctrl-C
 
 MODES = {
     "hwaccel": ["-hwaccel", "cuda", "-hwaccel_output_format", "cuda"],
@@ -80,6 +83,7 @@ def one(ffmpeg, mode, clip, device, seconds, settle, start, rates, errs):
     args += ["-f", "null", "-"]
     errf = tempfile.TemporaryFile(mode="w+")  # a file, so that ffmpeg never blocks on a full stderr pipe
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errf, text=True)
+    CHILDREN.append(p)
     killer = threading.Timer(seconds, lambda: p.send_signal(signal.SIGINT))
     killer.start()
     # SIGINT at the end; killed if it has not stopped 5 s later.
@@ -106,10 +110,15 @@ def one(ffmpeg, mode, clip, device, seconds, settle, start, rates, errs):
     if first and last and last[0] > first[0]:
         rates.append((last[1] - first[1]) / (last[0] - first[0]))
     else:
-        errs.append(err.strip().splitlines()[-1] if err.strip() else "no steady-state progress report")
+        # The first line is usually the cause ("Cannot load libcuda.so.1");
+        # the last only says which step failed.
+        lines = [l.strip() for l in err.splitlines() if l.strip()]
+        errs.append(lines[0] if lines else "no steady-state progress report")
 
 
 def probe(ffmpeg, mode, clip, k, device, seconds, settle):
+    """Runs one measurement and prints its row; returns False when a
+    decode failed."""
     rates, errs, dec = [], [], []
     stop = threading.Event()
     start = time.monotonic()
@@ -132,6 +141,7 @@ def probe(ffmpeg, mode, clip, k, device, seconds, settle):
     per = total / len(rates) if rates else 0.0  # over the decodes that ran
     print(f"{mode:<11} {os.path.basename(clip):<22} {k:>3} {total:>9.1f} {per:>8.1f} {dec_s:>10} "
           f"{100 * busy:>7.0f}%{e}", flush=True)
+    return not errs
 
 
 def main():
@@ -142,8 +152,10 @@ def main():
     ap.add_argument("--settle", type=float, default=2, help="start-up not counted (s)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device")
     a = ap.parse_args()
-    if a.seconds <= a.settle + 1:
-        sys.exit("--seconds must exceed --settle by more than 1 s")
+    if a.settle < 0 or a.seconds <= a.settle + 1:
+        sys.exit("--settle must be at least 0 and --seconds must exceed it by more than 1 s")
+    if shutil.which(a.ffmpeg) is None:
+        sys.exit(f"--ffmpeg {a.ffmpeg}: not found or not executable")
     runs = []
     for r in a.run:
         try:
@@ -160,10 +172,19 @@ def main():
         runs.append((mode, clip, ks))
     print(f"{'mode':<11} {'clip':<22} {'K':>3} {'fps':>9} {'fps/dec':>8} {'NVDEC %':>10} {'CPU':>8}")
     print(f"{'':<11} {'':<22} {'':>3} {'':>9} {'':>8} {'max/mean':>10} {'busy':>8}")
+    ok = True
     for mode, clip, ks in runs:
         for k in ks:
-            probe(a.ffmpeg, mode, clip, k, a.device, a.seconds, a.settle)
+            ok = probe(a.ffmpeg, mode, clip, k, a.device, a.seconds, a.settle) and ok
+    if not ok:
+        sys.exit("nvdec-probe: some decodes failed (see the errors column)")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        for c in CHILDREN:
+            if c.poll() is None:
+                c.kill()
+        sys.exit(130)

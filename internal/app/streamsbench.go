@@ -105,8 +105,8 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if o.CeilingFor <= 0 {
 		o.CeilingFor = 10 * time.Second
 	}
-	if o.Start < 1 || o.Step < 1 || o.Max < o.Start || o.Each <= 0 || o.Budget <= 0 {
-		return r, badInput(errors.New("bench --streams: --start >= 1, --step >= 1, --max-streams >= --start, --each > 0 and --budget-ms > 0 are needed"))
+	if o.Start < 1 || o.Step < 1 || o.Max < o.Start || o.Max > maxBenchStreams || o.Each < 100*time.Millisecond || o.Budget <= 0 {
+		return r, badInput(fmt.Errorf("bench --streams: --start >= 1, --step >= 1, --start <= --max-streams <= %d, --each >= 100ms and --budget-ms > 0 are needed", maxBenchStreams))
 	}
 	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
 		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
@@ -114,8 +114,14 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if _, err := os.Stat(o.Source); err != nil {
 		return r, badInput(fmt.Errorf("--source %s: %w", o.Source, err))
 	}
-	if _, err := exec.LookPath(o.FFmpeg); err != nil {
-		return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
+	if !o.NoCeilings {
+		if _, err := exec.LookPath(o.FFmpeg); err != nil {
+			return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
+		}
+	}
+	// A wrong model name fails now, not after a minute of ceilings.
+	if _, err := c.ResolveModel(o.Model); err != nil {
+		return r, badInput(fmt.Errorf("--model: %w", err))
 	}
 	decode.SetLogger(nil)
 	if err := openRuntime(&c); err != nil {
@@ -155,6 +161,9 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	// The two ceilings were measured apart, each with the whole machine;
 	// NVDEC decodes take CPU too (parsing, submission), so both at once
 	// may give less than their sum. Measure that as well.
+	if !o.NoCeilings && (best["nvdec"] == 0 || best["cpu"] == 0) {
+		fmt.Fprintf(out, "  both at once               n/a: needs both ceilings\n")
+	}
 	if best["nvdec"] > 0 && best["cpu"] > 0 {
 		kn := 7
 		if bestK["nvdec"] > 0 {
@@ -256,9 +265,21 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 				onNVDEC++
 			}
 		}
-		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %7.0f%% %9d\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), 100*dec, onNVDEC)
+		decCol := "-" // no NVML
+		if hw != nil {
+			decCol = fmt.Sprintf("%.0f%%", 100*dec)
+		}
+		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %8s %9d\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), decCol, onNVDEC)
 		fmt.Fprintf(out, "          %s\n", p.Breakdown)
-		if p.P99 > o.Budget || p.ProcessedFPS < 0.95*p.OfferedFPS {
+		var why []string
+		if p.P99 > o.Budget {
+			why = append(why, fmt.Sprintf("P99 %.1f ms over the %s budget", ms(p.P99), o.Budget))
+		}
+		if p.ProcessedFPS < 0.95*p.OfferedFPS || p.ProcessedFPS == 0 {
+			why = append(why, fmt.Sprintf("processed %.1f fps, under 95 %% of the %.1f offered", p.ProcessedFPS, p.OfferedFPS))
+		}
+		if len(why) > 0 {
+			fmt.Fprintf(out, "          fails: %s\n", strings.Join(why, "; "))
 			limited = true
 			break
 		}
@@ -337,6 +358,7 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 	for range k {
 		go func() {
 			cmd := exec.CommandContext(ctx, ffmpeg, args...)
+			dieWithParent(cmd) // no looping ffmpeg left behind if vigil is killed
 			// At d, ask ffmpeg to stop (SIGINT); kill it if it does not
 			// within 5 s.
 			cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -393,6 +415,10 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 	}
 	return total, nil
 }
+
+// maxBenchStreams bounds --max-streams (each stream is a decoder and its
+// frames in memory).
+const maxBenchStreams = 1024
 
 // ceilingSettle is how long a decode-only ceiling's processes start up
 // before their frames count (CUDA context and NVDEC session creation of 14

@@ -49,4 +49,10 @@ func TestBenchStreams(t *testing.T) {
 
 	_, err = app.BenchStreams(context.Background(), c, app.StreamsOptions{FFmpeg: "/no/such/ffmpeg", Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
 	require.ErrorContains(t, err, "--ffmpeg /no/such/ffmpeg")
+
+	out.Reset()
+	_, err = app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "nosuchmodel",
+		Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
+	require.ErrorContains(t, err, `unknown model "nosuchmodel"`)
+	require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
 }

@@ -116,6 +116,9 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	for _, withPolicy := range []bool{true, false} {
 		for _, n := range o.Streams {
 			p, err := sweepPoint(ctx, eng, batcher, o, n, withPolicy)
+			if err == nil && ctx.Err() != nil {
+				err = ctx.Err() // interrupted: the point is not a measurement
+			}
 			if err != nil {
 				return policy, none, err
 			}

@@ -37,3 +37,18 @@ func TestSweepSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(b), "\x89PNG"), "a PNG")
 }
+
+// An interrupted sweep is an error, not a result: no rows of the cut-short
+// point, no plot.
+func TestSweepInterrupted(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "sweep.png")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	_, _, err := app.Sweep(ctx, config.Default(), app.SweepOptions{
+		Streams: []int{1, 2, 3}, Each: time.Second, Budget: 200 * time.Millisecond, Plot: plot,
+	}, &out)
+	require.ErrorIs(t, err, context.DeadlineExceeded, out.String())
+	require.NotContains(t, out.String(), "first load with P99 over")
+	require.NoFileExists(t, plot)
+}
