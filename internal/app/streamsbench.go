@@ -111,8 +111,10 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
 		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
 	}
-	if _, err := os.Stat(o.Source); err != nil {
+	if st, err := os.Stat(o.Source); err != nil {
 		return r, badInput(fmt.Errorf("--source %s: %w", o.Source, err))
+	} else if st.IsDir() {
+		return r, badInput(fmt.Errorf("--source %s: a directory, not a video file", o.Source))
 	}
 	if !o.NoCeilings {
 		if _, err := exec.LookPath(o.FFmpeg); err != nil {
