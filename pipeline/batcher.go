@@ -170,11 +170,10 @@ func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time)
 	if len(pend) == 0 {
 		return 0, time.Time{}
 	}
-	maxB := b.cfg.Engines[len(b.cfg.Engines)-1].Batch()
-	if len(pend) >= b.maxPref {
-		return min(b.maxPref, maxB), time.Time{}
+	if len(pend) >= b.maxPref { // maxPref fits the largest engine (NewBatcher)
+		return b.maxPref, time.Time{}
 	}
-	n = min(len(pend), maxB)
+	n = len(pend)
 	oldest := pend[0].enq
 	for _, r := range pend {
 		if r.enq.Before(oldest) {
@@ -184,7 +183,7 @@ func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time)
 	until = oldest.Add(b.cfg.MaxQueueDelay)
 	if d := pend[0].deadline; !d.IsZero() {
 		// Waiting for one more request would make a batch of n+1.
-		lastStart := d.Add(-b.est(b.engineFor(min(n+1, maxB)).Batch(), now))
+		lastStart := d.Add(-b.estimate(n+1, now))
 		if lastStart.Before(until) {
 			until = lastStart
 		}

@@ -65,13 +65,12 @@ type StreamsResult struct {
 	Ceilings []Ceiling
 	Combined float64 // best NVDEC + best CPU ceiling, fps
 	// Together is the aggregate of the best NVDEC and the CPU decodes run
-	// at the same time (fps; 0 when either could not run), and
-	// TogetherNVDEC and TogetherCPU its two parts: what the machine decodes
-	// when both kinds of decoder share its cores.
-	Together, TogetherNVDEC, TogetherCPU float64
-	Points                               []SweepPoint
-	Best                                 SweepPoint // the largest load with P99 within the budget
-	DecoderMax                           float64    // highest NVML decoder utilisation seen, 0..1 (0: no NVML)
+	// at the same time (fps; 0 when either could not run): what the
+	// machine decodes when both kinds of decoder share its cores.
+	Together   float64
+	Points     []SweepPoint
+	Best       SweepPoint // the largest load with P99 within the budget
+	DecoderMax float64    // highest NVML decoder utilisation seen, 0..1 (0: no NVML)
 }
 
 // BenchStreams is `vigil bench --streams`: how many streams one GPU
@@ -132,64 +131,10 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
 
 	// 1. Decode-only ceilings.
-	runs := []struct {
-		kind string
-		k    int
-	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", runtime.NumCPU()}}
-	best, bestK := map[string]float64{}, map[string]int{}
 	if o.NoCeilings {
-		runs = nil
 		fmt.Fprintf(out, "  decode-only ceilings skipped\n")
-	}
-	for _, run := range runs {
-		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, c.Infer.Device, run.k, o.CeilingFor)
-		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
-		if err != nil {
-			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
-			continue
-		}
-		fmt.Fprintf(out, "  decode-only %-5s x%-3d  %8.1f fps\n", run.kind, run.k, fps)
-		if fps > best[run.kind] {
-			best[run.kind], bestK[run.kind] = fps, run.k
-		}
-	}
-	if ctx.Err() != nil {
-		return r, ctx.Err() // interrupted: the ceilings are not measurements
-	}
-	r.Combined = best["nvdec"] + best["cpu"]
-	if !o.NoCeilings {
-		fmt.Fprintf(out, "  combined decode ceiling   %8.1f fps (best NVDEC %.1f + CPU %.1f)\n", r.Combined, best["nvdec"], best["cpu"])
-	}
-	// The two ceilings were measured apart, each with the whole machine;
-	// NVDEC decodes take CPU too (parsing, submission), so both at once
-	// may give less than their sum. Measure that as well.
-	if !o.NoCeilings && (best["nvdec"] == 0 || best["cpu"] == 0) {
-		fmt.Fprintf(out, "  both at once               n/a: needs both ceilings\n")
-	}
-	if best["nvdec"] > 0 && best["cpu"] > 0 {
-		kn := 7
-		if bestK["nvdec"] > 0 {
-			kn = bestK["nvdec"]
-		}
-		var nvT, cpuT float64
-		var nvErr, cpuErr error
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nvT, nvErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "nvdec", c.Infer.Device, kn, o.CeilingFor)
-		}()
-		cpuT, cpuErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "cpu", c.Infer.Device, runtime.NumCPU(), o.CeilingFor)
-		wg.Wait()
-		if ctx.Err() != nil {
-			return r, ctx.Err()
-		}
-		if err := errors.Join(nvErr, cpuErr); err != nil {
-			fmt.Fprintf(out, "  both at once               n/a: %v\n", err)
-		} else {
-			r.Together, r.TogetherNVDEC, r.TogetherCPU = nvT+cpuT, nvT, cpuT
-			fmt.Fprintf(out, "  both at once              %8.1f fps (NVDEC x%d %.1f + CPU x%d %.1f, run together)\n", r.Together, kn, nvT, runtime.NumCPU(), cpuT)
-		}
+	} else if err := measureCeilings(ctx, o, c.Infer.Device, &r, out); err != nil {
+		return r, err
 	}
 
 	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
@@ -311,6 +256,65 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	return r, nil
 }
 
+// measureCeilings measures the decode-only ceilings into r (Ceilings,
+// Combined, Together) and prints them: NVDEC with 7 and 14 ffmpeg
+// decodes, software with one single-thread decode per core, then the best
+// NVDEC count and the software decodes at the same time. A ceiling that
+// cannot run (no GPU) is printed as n/a. Errors: ctx.Err() when
+// interrupted (the ceilings are then not measurements).
+func measureCeilings(ctx context.Context, o StreamsOptions, device int, r *StreamsResult, out io.Writer) error {
+	runs := []struct {
+		kind string
+		k    int
+	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", runtime.NumCPU()}}
+	best, bestK := map[string]float64{}, map[string]int{}
+	for _, run := range runs {
+		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, device, run.k, o.CeilingFor)
+		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
+		if err != nil {
+			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
+			continue
+		}
+		fmt.Fprintf(out, "  decode-only %-5s x%-3d  %8.1f fps\n", run.kind, run.k, fps)
+		if fps > best[run.kind] {
+			best[run.kind], bestK[run.kind] = fps, run.k
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.Combined = best["nvdec"] + best["cpu"]
+	fmt.Fprintf(out, "  combined decode ceiling   %8.1f fps (best NVDEC %.1f + CPU %.1f)\n", r.Combined, best["nvdec"], best["cpu"])
+	// The two ceilings were measured apart, each with the whole machine;
+	// NVDEC decodes take CPU too (parsing, submission), so both at once
+	// may give less than their sum. Measure that as well.
+	if best["nvdec"] == 0 || best["cpu"] == 0 {
+		fmt.Fprintf(out, "  both at once               n/a: needs both ceilings\n")
+		return nil
+	}
+	kn := bestK["nvdec"]
+	var nvT, cpuT float64
+	var nvErr, cpuErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nvT, nvErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "nvdec", device, kn, o.CeilingFor)
+	}()
+	cpuT, cpuErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "cpu", device, runtime.NumCPU(), o.CeilingFor)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := errors.Join(nvErr, cpuErr); err != nil {
+		fmt.Fprintf(out, "  both at once               n/a: %v\n", err)
+		return nil
+	}
+	r.Together = nvT + cpuT
+	fmt.Fprintf(out, "  both at once              %8.1f fps (NVDEC x%d %.1f + CPU x%d %.1f, run together)\n", r.Together, kn, nvT, runtime.NumCPU(), cpuT)
+	return nil
+}
+
 // familyGauge returns the largest value of a gauge family in reg.
 func familyGauge(reg prometheus.Gatherer, name string) float64 {
 	v := 0.0
@@ -423,8 +427,9 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 const maxBenchStreams = 1024
 
 // ceilingSettle is how long a decode-only ceiling's processes start up
-// before their frames count (CUDA context and NVDEC session creation of 14
-// processes at once took about 1 s on the H200).
+// before their frames count: CUDA context and NVDEC session creation of
+// up to 14 processes at once, the file's opening and first keyframe (a
+// margin, not a measured start-up time).
 const ceilingSettle = 2 * time.Second
 
 // progressRate turns one ffmpeg process's frame counts, stamped with the

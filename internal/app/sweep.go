@@ -252,8 +252,6 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	sink.mu.Unlock()
 	snap1 := breakdownSnapshot(reg, o.tools)
 	sched1 := readSched()
-	rss := familyGauge(reg, "process_resident_memory_bytes")
-	goMem := familyGauge(reg, "go_memory_classes_total_bytes") - familyGauge(reg, "go_memory_classes_heap_released_bytes")
 	decoded, dropped := snap1["decoded"]-snap0["decoded"], snap1["dropped"]-snap0["dropped"]
 	cancel()
 	wg.Wait()
@@ -273,16 +271,18 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	if lat := schedP99(sched0, sched1); lat > 0 {
 		p.Breakdown += fmt.Sprintf(", Go scheduling P99 %.3f ms", ms(lat))
 	}
-	if rss > 0 {
-		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, goMem/1e9)
+	if rss := snap1["rss"]; rss > 0 {
+		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, (snap1["go total"]-snap1["go released"])/1e9)
 	}
 	return p, nil
 }
 
 // breakdownSnapshot reads the counters a sweep point compares, summed
-// over regs (nil ones skipped): frames decoded and dropped in all, drops by
-// reason@stage, per stage the sum (s) and count of frame latencies, the
-// process's CPU seconds, and the batcher's and GPU engine's histograms.
+// over regs (nil ones skipped), each gathered once: frames decoded and
+// dropped in all, drops by reason@stage, per stage the sum (s) and count of
+// frame latencies, the process's CPU seconds, the batcher's and GPU
+// engine's histograms, and the gauges of resident memory ("rss") and Go's
+// memory ("go total", "go released"; bytes).
 func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
 	m := map[string]float64{}
 	label := func(x *dto.Metric, name string) string {
@@ -293,32 +293,41 @@ func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
 		}
 		return ""
 	}
-	hist := func(reg prometheus.Gatherer, family, key string, by func(*dto.Metric) string) {
-		for _, x := range series(reg, family) {
-			k := key
-			if by != nil {
-				k = strings.TrimSpace(key + " " + by(x))
-			}
-			m["sum "+k] += x.GetHistogram().GetSampleSum()
-			m["n "+k] += float64(x.GetHistogram().GetSampleCount())
-		}
-	}
 	for _, reg := range regs {
 		if reg == nil {
 			continue
 		}
-		m["decoded"] += familySum(reg, "vigil_frames_decoded_total")
-		m["cpu"] += familySum(reg, "process_cpu_seconds_total")
-		m["late"] += familySum(reg, "vigil_batch_late_total")
-		for _, x := range series(reg, "vigil_frames_dropped_total") {
+		fams := gathered(reg)
+		add := func(key, family string) {
+			for _, x := range fams[family] {
+				m[key] += x.GetCounter().GetValue() + x.GetGauge().GetValue()
+			}
+		}
+		hist := func(family, key string, by func(*dto.Metric) string) {
+			for _, x := range fams[family] {
+				k := key
+				if by != nil {
+					k = strings.TrimSpace(key + " " + by(x))
+				}
+				m["sum "+k] += x.GetHistogram().GetSampleSum()
+				m["n "+k] += float64(x.GetHistogram().GetSampleCount())
+			}
+		}
+		add("decoded", "vigil_frames_decoded_total")
+		add("cpu", "process_cpu_seconds_total")
+		add("late", "vigil_batch_late_total")
+		add("rss", "process_resident_memory_bytes")
+		add("go total", "go_memory_classes_total_bytes")
+		add("go released", "go_memory_classes_heap_released_bytes")
+		for _, x := range fams["vigil_frames_dropped_total"] {
 			v := x.GetCounter().GetValue()
 			m["drop "+label(x, "reason")+"@"+label(x, "stage")] += v
 			m["dropped"] += v
 		}
-		hist(reg, "vigil_stage_latency_seconds", "", func(x *dto.Metric) string { return label(x, "stage") })
-		hist(reg, "vigil_batch_size", "batch", nil)
-		hist(reg, "vigil_engine_batch_seconds", "exec", nil)
-		hist(reg, "vigil_gpu_batch_stage_seconds", "gpu", func(x *dto.Metric) string { return label(x, "stage") })
+		hist("vigil_stage_latency_seconds", "", func(x *dto.Metric) string { return label(x, "stage") })
+		hist("vigil_batch_size", "batch", nil)
+		hist("vigil_engine_batch_seconds", "exec", nil)
+		hist("vigil_gpu_batch_stage_seconds", "gpu", func(x *dto.Metric) string { return label(x, "stage") })
 	}
 	return m
 }
@@ -404,26 +413,20 @@ func breakdown(a, b map[string]float64, decoded float64) string {
 	return out
 }
 
-// familySum adds up every series of the counter called name in reg.
-func familySum(reg prometheus.Gatherer, name string) float64 {
-	sum := 0.0
-	for _, m := range series(reg, name) {
-		sum += m.GetCounter().GetValue()
+// gathered indexes one Gather of reg by family name (on an error, what
+// could be gathered: one failing collector does not hide the others).
+func gathered(reg prometheus.Gatherer) map[string][]*dto.Metric {
+	mfs, _ := reg.Gather()
+	out := make(map[string][]*dto.Metric, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf.Metric
 	}
-	return sum
+	return out
 }
 
 // series returns the series of the family called name in reg (none when
 // it cannot be gathered).
-func series(reg prometheus.Gatherer, name string) []*dto.Metric {
-	mfs, _ := reg.Gather() // on error, what could be gathered (one failing collector does not hide the others)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.Metric
-		}
-	}
-	return nil
-}
+func series(reg prometheus.Gatherer, name string) []*dto.Metric { return gathered(reg)[name] }
 
 // plotSweep draws P99 (ms, log scale) against offered fps for both modes,
 // with the budget as a horizontal line.
