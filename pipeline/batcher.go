@@ -37,7 +37,9 @@ type BatcherConfig struct {
 	// one is reached (default: the largest engine's size).
 	Preferred []int
 	// MaxQueueDelay is the longest a request waits for a batch to fill
-	// (default 2 ms).
+	// while no batch is running (default 2 ms). While one is (Concurrency
+	// > 1), a partial batch waits for it to end instead, or for the largest
+	// preferred size, or for its earliest deadline (see Batcher).
 	MaxQueueDelay time.Duration
 	// Metrics, when set, receives batch sizes, queue waits and engine
 	// times (vigil_batch_*).
@@ -52,11 +54,20 @@ type BatcherConfig struct {
 
 // Batcher forms batches across streams, like Triton's dynamic batcher, for
 // fixed-shape engines. It dispatches when the largest preferred size is
-// reached, when the oldest request has waited MaxQueueDelay, or when
-// waiting longer would break the earliest deadline in the queue (by the
-// measured time of the engine that would run the batch). Requests are taken
-// earliest deadline first; one that cannot finish in time is refused with
-// ErrLate. Run the dispatcher with Run; Do is safe for concurrent use.
+// reached, when the oldest request has waited MaxQueueDelay and no batch is
+// running, or when waiting longer would break the earliest deadline in the
+// queue (by the measured time of the engine that would run the batch).
+// Requests are taken earliest deadline first; one that cannot finish in
+// time is refused with ErrLate. Run the dispatcher with Run; Do is safe for
+// concurrent use.
+//
+// With Concurrency > 1 a partial batch is not dispatched on MaxQueueDelay
+// while another batch runs: it would only wait behind it for the device,
+// and a fixed-shape engine runs a partial batch, padded, in about the time
+// of a full one. It keeps filling until that batch ends (or it is full, or
+// its deadline says go). On the H200 the work-conserving order ran batches
+// of 20 frames on the batch-32 engine back to back with the GPU 98 % busy,
+// so that 96 streams (2,963 fps offered) dropped 5 %.
 type Batcher struct {
 	cfg     BatcherConfig
 	maxPref int
@@ -71,9 +82,11 @@ type Batcher struct {
 	// stale high one that refused every batch needing that engine would
 	// never be corrected.
 	lastRun map[int]*atomic.Int64
-	// With Concurrency > 1: a slot per running batch, and the running ones.
+	// With Concurrency > 1: a slot per running batch, and the running ones
+	// (running counts them for plan).
 	slots    chan struct{}
 	inflight sync.WaitGroup
+	running  atomic.Int32
 }
 
 type batchReq struct {
@@ -165,7 +178,8 @@ func (b *Batcher) Do(ctx context.Context, deadline time.Time, img Image, st *Sta
 
 // plan decides at now whether to dispatch the pending requests (sorted
 // earliest deadline first): it returns how many to take (0: wait) and,
-// when waiting, until when at the latest.
+// when waiting, until when at the latest (zero: until woken, by a new
+// request or the end of a running batch).
 func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time) {
 	if len(pend) == 0 {
 		return 0, time.Time{}
@@ -174,19 +188,24 @@ func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time)
 		return b.maxPref, time.Time{}
 	}
 	n = len(pend)
-	oldest := pend[0].enq
-	for _, r := range pend {
-		if r.enq.Before(oldest) {
-			oldest = r.enq
+	if b.running.Load() == 0 {
+		oldest := pend[0].enq
+		for _, r := range pend {
+			if r.enq.Before(oldest) {
+				oldest = r.enq
+			}
 		}
+		until = oldest.Add(b.cfg.MaxQueueDelay)
 	}
-	until = oldest.Add(b.cfg.MaxQueueDelay)
 	if d := pend[0].deadline; !d.IsZero() {
 		// Waiting for one more request would make a batch of n+1.
 		lastStart := d.Add(-b.estimate(n+1, now))
-		if lastStart.Before(until) {
+		if until.IsZero() || lastStart.Before(until) {
 			until = lastStart
 		}
+	}
+	if until.IsZero() {
+		return 0, time.Time{}
 	}
 	if !now.Before(until) {
 		return n, time.Time{}
@@ -237,10 +256,16 @@ func (b *Batcher) Run(ctx context.Context) {
 				continue
 			}
 			b.inflight.Add(1)
+			b.running.Add(1)
 			go func() {
 				defer b.inflight.Done()
 				b.dispatch(batch)
 				<-b.slots
+				b.running.Add(-1)
+				select { // a partial batch may have waited for this one
+				case b.wake <- struct{}{}:
+				default:
+				}
 			}()
 			continue
 		}

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +61,23 @@ func TestBatcherPlan(t *testing.T) {
 	n, _ = b.plan(at(4), dl)
 	require.Equal(t, 3, n)
 
+	// While a batch runs, a partial batch does not go on the delay: it
+	// would wait behind the running one for the device. It waits to be
+	// woken (the running batch ends, or more requests come), or for its
+	// deadline.
+	b.running.Store(1)
+	n, until = b.plan(at(5), three)
+	require.Zero(t, n)
+	require.True(t, until.IsZero(), "no delay while a batch runs")
+	n, until = b.plan(at(1), dl)
+	require.Zero(t, n)
+	require.Equal(t, at(4), until, "the deadline still counts")
+	n, _ = b.plan(at(4), dl)
+	require.Equal(t, 3, n)
+	n, _ = b.plan(at(5), eight)
+	require.Equal(t, 8, n, "a full batch goes at once")
+	b.running.Store(0)
+
 	require.Equal(t, 1, b.engineFor(1).Batch())
 	require.Equal(t, 4, b.engineFor(3).Batch(), "a partial batch runs on the smallest engine that fits, padded")
 	require.Equal(t, 8, b.engineFor(5).Batch())
@@ -104,4 +123,73 @@ func TestBatcherTakeLate(t *testing.T) {
 	require.Empty(t, b.takeLate(now), "alone it runs on the batch-1 engine: 2 ms fit in 5 ms")
 	pend(1, now.Add(time.Millisecond))
 	require.Len(t, b.takeLate(now), 1, "2 ms do not fit in 1 ms")
+}
+
+// gateEngine records each batch's size and runs it until released.
+type gateEngine struct {
+	size    int
+	started chan int
+	release chan struct{}
+}
+
+func (e *gateEngine) Batch() int { return e.size }
+func (e *gateEngine) DetectBatch(imgs []Image, _ []*StageTimes, dsts [][]Detection) ([][]Detection, error) {
+	e.started <- len(imgs)
+	<-e.release
+	return dsts, nil
+}
+
+// With two batches allowed in flight, a partial batch waits for the running
+// ones to end rather than dispatching on MaxQueueDelay, while a full one
+// goes at once and overlaps them.
+func TestBatcherHoldsPartialWhileRunning(t *testing.T) {
+	e := &gateEngine{size: 8, started: make(chan int, 8), release: make(chan struct{})}
+	b := NewBatcher(BatcherConfig{Engines: []BatchEngine{e}, MaxQueueDelay: time.Millisecond, Concurrency: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	var run, reqs sync.WaitGroup
+	run.Add(1)
+	go func() { defer run.Done(); b.Run(ctx) }()
+	send := func(k int) {
+		for range k {
+			reqs.Add(1)
+			go func() {
+				defer reqs.Done()
+				if _, err := b.Do(ctx, time.Time{}, nil, &StageTimes{}, nil); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	started := func() int {
+		select {
+		case n := <-e.started:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch started")
+			return 0
+		}
+	}
+	none := func(why string) {
+		select {
+		case n := <-e.started:
+			t.Fatalf("a batch of %d started %s", n, why)
+		case <-time.After(100 * time.Millisecond): // 100 × MaxQueueDelay
+		}
+	}
+
+	send(1)
+	require.Equal(t, 1, started(), "nothing running: the delay dispatches a batch of one")
+	send(3)
+	none("while another ran and it was not full")
+	send(5)
+	require.Equal(t, 8, started(), "a full batch goes at once, beside the running one")
+	send(2)
+	e.release <- struct{}{} // one of the two running batches ends
+	none("while the other still ran")
+	e.release <- struct{}{}
+	require.Equal(t, 2, started(), "the end of the last running batch dispatches the partial one")
+	close(e.release)
+	reqs.Wait()
+	cancel()
+	run.Wait()
 }

@@ -65,7 +65,9 @@ type SweepPoint struct {
 	// P99 time goroutines waited to run (ms, the upper edge of the
 	// runtime's histogram bucket); and at the end of the window its
 	// resident memory (RSS, GB) and the part of it Go holds (GB; the rest
-	// is C: FFmpeg, ONNX Runtime, pinned staging).
+	// is C: FFmpeg, ONNX Runtime, pinned staging). With hybrid decoding
+	// a second line gives, for the streams on NVDEC and those on the CPU
+	// apart, offered and processed fps, the drop share and P99 (ms).
 	Breakdown string
 }
 
@@ -162,7 +164,16 @@ type latencySink struct {
 	on  bool
 	lat []time.Duration
 	n   int
+	// With hybrid decoding: each stream's side (sideNVDEC or sideCPU) and
+	// the latencies per side.
+	side    map[string]int
+	sideLat [2][]time.Duration
 }
+
+const (
+	sideNVDEC = iota
+	sideCPU
+)
 
 func (l *latencySink) Publish(_ context.Context, r *pipeline.Result) error {
 	now := time.Now()
@@ -171,6 +182,9 @@ func (l *latencySink) Publish(_ context.Context, r *pipeline.Result) error {
 	if l.on {
 		l.lat = append(l.lat, r.Stages.Total)
 		l.n++
+		if s, ok := l.side[r.StreamID]; ok {
+			l.sideLat[s] = append(l.sideLat[s], r.Stages.Total)
+		}
 	}
 	l.mu.Unlock()
 	return nil
@@ -195,11 +209,16 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		warm = time.Second
 	}
 	stagger := min(warm/2, 2*time.Second) // 2 s: a keyframe interval of IP cameras (60 frames at 30 fps)
+	side := map[string]int{}
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
 		so := decode.Options{}
 		if o.hw != nil {
 			so = o.hw(i)
+		}
+		side[id] = sideCPU
+		if so.HWAccel != "" && so.HWAccel != decode.HWNone {
+			side[id] = sideNVDEC
 		}
 		so.URL, so.StreamID, so.Realtime, so.Loop = o.Source, id, true, true
 		src, err := decode.New(so)
@@ -237,6 +256,9 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 			return true
 		}
 	}
+	if n := len(side); n > 0 && n != countSide(side, sideNVDEC) && n != countSide(side, sideCPU) {
+		sink.side = side // both sides: report them apart
+	}
 	sleep(warm) // staggered starts, opens, first frames, catch-up
 	snap0 := breakdownSnapshot(reg, o.tools)
 	sched0 := readSched()
@@ -249,6 +271,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	sink.mu.Lock()
 	sink.on = false
 	lat, processed := slices.Clone(sink.lat), sink.n
+	sideLat := [2][]time.Duration{slices.Clone(sink.sideLat[0]), slices.Clone(sink.sideLat[1])}
 	sink.mu.Unlock()
 	snap1 := breakdownSnapshot(reg, o.tools)
 	sched1 := readSched()
@@ -274,12 +297,47 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	if rss := snap1["rss"]; rss > 0 {
 		p.Breakdown += fmt.Sprintf("; memory: RSS %.2f GB, Go %.2f GB", rss/1e9, (snap1["go total"]-snap1["go released"])/1e9)
 	}
+	if sink.side != nil {
+		p.Breakdown += "\n          " + sidesLine(sink.side, snap0, snap1, sideLat, el)
+	}
 	return p, nil
+}
+
+func countSide(side map[string]int, s int) (n int) {
+	for _, v := range side {
+		if v == s {
+			n++
+		}
+	}
+	return n
+}
+
+// sidesLine reports the streams on NVDEC and on the CPU apart: streams,
+// offered and processed fps, the share of their decoded frames dropped,
+// and P99 (ms), from the per-stream counters of two snapshots
+// ("stream decoded ID", "stream dropped ID") and the latencies per side.
+func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Duration, el time.Duration) string {
+	var decoded, dropped [2]float64
+	for id, s := range side {
+		decoded[s] += b["stream decoded "+id] - a["stream decoded "+id]
+		dropped[s] += b["stream dropped "+id] - a["stream dropped "+id]
+	}
+	var parts []string
+	for s, name := range []string{"NVDEC", "CPU"} {
+		share := 0.0
+		if decoded[s] > 0 {
+			share = 100 * dropped[s] / decoded[s]
+		}
+		parts = append(parts, fmt.Sprintf("%s %d streams: offered %.1f, processed %.1f fps, dropped %.1f%%, P99 %.1f ms",
+			name, countSide(side, s), decoded[s]/el.Seconds(), float64(len(lat[s]))/el.Seconds(), share, ms(pipeline.Percentile(lat[s], 99))))
+	}
+	return "by decoder: " + strings.Join(parts, "; ")
 }
 
 // breakdownSnapshot reads the counters a sweep point compares, summed
 // over regs (nil ones skipped), each gathered once: frames decoded and
-// dropped in all, drops by reason@stage, per stage the sum (s) and count of
+// dropped in all and per stream ("stream decoded ID", "stream dropped ID"),
+// drops by reason@stage, per stage the sum (s) and count of
 // frame latencies, the process's CPU seconds, the batcher's and GPU
 // engine's histograms, and the gauges of resident memory ("rss") and Go's
 // memory ("go total", "go released"; bytes).
@@ -323,6 +381,10 @@ func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
 			v := x.GetCounter().GetValue()
 			m["drop "+label(x, "reason")+"@"+label(x, "stage")] += v
 			m["dropped"] += v
+			m["stream dropped "+label(x, "stream")] += v
+		}
+		for _, x := range fams["vigil_frames_decoded_total"] {
+			m["stream decoded "+label(x, "stream")] += x.GetCounter().GetValue()
 		}
 		hist("vigil_stage_latency_seconds", "", func(x *dto.Metric) string { return label(x, "stage") })
 		hist("vigil_batch_size", "batch", nil)
