@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/hwmon"
+	"github.com/vigil-video/vigil/pipeline"
 )
 
 // StreamsOptions are `vigil bench --streams`'s flags.
@@ -74,9 +75,13 @@ type StreamsResult struct {
 }
 
 // BenchStreams is `vigil bench --streams`: how many streams one GPU
-// (infer.device) and the CPUs carry. It first measures the decode-only
-// ceilings with the ffmpeg CLI on as many parallel inputs as the machine
-// would run (NVDEC with 7 and 14 decodes when a GPU is there, and software
+// (infer.device), or the GPUs of infer.devices, and the CPUs carry. With
+// several GPUs the streams are placed as vigil run places them (fewest
+// streams first; hybrid decoding on that GPU's NVDEC or the CPU), each GPU
+// with its own engines and batcher, and NVML's figure is the busiest
+// GPU's. It first measures the decode-only ceilings with the ffmpeg CLI on
+// as many parallel inputs as the machine would run (NVDEC with 7 and 14
+// decodes per GPU, spread over the GPUs, when there are GPUs, and software
 // decoding with one decode of one thread per core), each counted in the
 // steady state after start-up, then the best NVDEC and the CPU decodes run
 // together. It then runs N looped real-time copies of the clip through
@@ -130,25 +135,47 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	}
 	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
 
+	// One GPU (infer.device), or the GPUs of infer.devices: streams are
+	// placed across them as vigil run places them, each GPU with its own
+	// engines and batcher.
+	devs := []int{c.Infer.Device}
+	if len(c.Infer.Devices) > 0 {
+		var err error
+		if devs, err = placementDevices(&c); err != nil {
+			return r, err
+		}
+	}
+	if len(devs) > 1 {
+		fmt.Fprintf(out, "  devices %v: streams placed on the one with the fewest, each with its own engines and batcher\n", devs)
+	}
+
 	// 1. Decode-only ceilings.
 	if o.NoCeilings {
 		fmt.Fprintf(out, "  decode-only ceilings skipped\n")
-	} else if err := measureCeilings(ctx, o, c.Infer.Device, &r, out); err != nil {
+	} else if err := measureCeilings(ctx, o, devs, &r, out); err != nil {
 		return r, err
 	}
 
 	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
 	engs, tools := toolEngines(&c)
 	defer engs.close()
-	eng, err := engs.get(o.Model)
-	if err != nil {
-		return r, err
+	type devEngine struct {
+		eng     pipeline.Engine
+		batcher *pipeline.Batcher
 	}
-	batcher, stopBatcher, err := engs.toolBatcher(ctx, o.Model, c.Infer.Device, eng)
-	if err != nil {
-		return r, err
+	perDev := make([]devEngine, len(devs))
+	for k, dev := range devs {
+		eng, err := engs.instance(o.Model, "", dev)
+		if err != nil {
+			return r, err
+		}
+		batcher, stopBatcher, err := engs.toolBatcher(ctx, o.Model, dev, eng)
+		if err != nil {
+			return r, err
+		}
+		defer stopBatcher()
+		perDev[k] = devEngine{eng, batcher}
 	}
-	defer stopBatcher()
 	for _, ch := range engs.choiceLines() {
 		fmt.Fprintf(out, "  engine: %s\n", ch)
 	}
@@ -172,9 +199,11 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		if c.Decode.NVDECFPS > 0 || c.Decode.CPUFPS > 0 {
 			src = "config"
 		}
-		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to decode.nvdec_fps %.0f : decode.cpu_fps %.0f (%s)\n", nv, cpu, src)
+		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to decode.nvdec_fps %.0f per GPU : decode.cpu_fps %.0f (%s)\n", nv, cpu, src)
 	}
-	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, hw: benchHW(&c, c.Infer.Device, nv, cpu), tools: tools}
+	placement := newBenchPlacement(&c, devs, nv, cpu)
+	placement.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return perDev[k].eng, perDev[k].batcher }
+	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, place: placement.at, tools: tools}
 	limited := false
 	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "to NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {
@@ -195,7 +224,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 				}
 			}
 		}()
-		p, err := sweepPoint(ctx, eng, batcher, so, n, true)
+		p, err := sweepPoint(ctx, perDev[0].eng, perDev[0].batcher, so, n, true)
 		stop()
 		swg.Wait()
 		if err == nil && ctx.Err() != nil {
@@ -208,7 +237,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		r.DecoderMax = max(r.DecoderMax, dec)
 		onNVDEC := 0
 		for i := range n {
-			if so.hw(i).HWAccel != decode.HWNone {
+			if so.place(i).decode.HWAccel != decode.HWNone {
 				onNVDEC++
 			}
 		}
@@ -262,14 +291,15 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 // NVDEC count and the software decodes at the same time. A ceiling that
 // cannot run (no GPU) is printed as n/a. Errors: ctx.Err() when
 // interrupted (the ceilings are then not measurements).
-func measureCeilings(ctx context.Context, o StreamsOptions, device int, r *StreamsResult, out io.Writer) error {
+func measureCeilings(ctx context.Context, o StreamsOptions, devs []int, r *StreamsResult, out io.Writer) error {
+	g := len(devs)
 	runs := []struct {
 		kind string
 		k    int
-	}{{"nvdec", 7}, {"nvdec", 14}, {"cpu", runtime.NumCPU()}}
+	}{{"nvdec", 7 * g}, {"nvdec", 14 * g}, {"cpu", runtime.NumCPU()}}
 	best, bestK := map[string]float64{}, map[string]int{}
 	for _, run := range runs {
-		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, device, run.k, o.CeilingFor)
+		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, devs, run.k, o.CeilingFor)
 		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
 		if err != nil {
 			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
@@ -299,9 +329,9 @@ func measureCeilings(ctx context.Context, o StreamsOptions, device int, r *Strea
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		nvT, nvErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "nvdec", device, kn, o.CeilingFor)
+		nvT, nvErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "nvdec", devs, kn, o.CeilingFor)
 	}()
-	cpuT, cpuErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "cpu", device, runtime.NumCPU(), o.CeilingFor)
+	cpuT, cpuErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "cpu", devs, runtime.NumCPU(), o.CeilingFor)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -336,22 +366,25 @@ func familyGauge(reg prometheus.Gatherer, name string) float64 {
 // (start-up: CUDA context, NVDEC session, first keyframe) to its last one,
 // so that the ceiling is not lowered by k processes starting at once. At d
 // each process gets SIGINT; it is killed if it has not stopped 5 s later.
-func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int, d time.Duration) (float64, error) {
-	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-stats_period", "0.5", "-nostats"}
-	if kind == "nvdec" {
-		args = append(args, "-hwaccel", "cuda", "-hwaccel_device", strconv.Itoa(device), "-hwaccel_output_format", "cuda")
-	} else {
-		args = append(args, "-threads", "1")
+func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, devs []int, k int, d time.Duration) (float64, error) {
+	argsFor := func(j int) []string {
+		args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-progress", "pipe:1", "-stats_period", "0.5", "-nostats"}
+		if kind == "nvdec" {
+			args = append(args, "-hwaccel", "cuda", "-hwaccel_device", strconv.Itoa(devs[j%len(devs)]), "-hwaccel_output_format", "cuda")
+		} else {
+			args = append(args, "-threads", "1")
+		}
+		args = append(args, "-stream_loop", "-1", "-i", src, "-an")
+		if kind == "nvdec" {
+			// ffmpeg 5.1 inserts a scale filter for the output size
+			// (-autoscale), which cannot take CUDA frames: "Impossible to
+			// convert between the formats supported by the filter
+			// 'Parsed_null_0' and the filter 'auto_scale_0'" (seen on the
+			// H200).
+			args = append(args, "-autoscale", "0")
+		}
+		return append(args, "-f", "null", "-")
 	}
-	args = append(args, "-stream_loop", "-1", "-i", src, "-an")
-	if kind == "nvdec" {
-		// ffmpeg 5.1 inserts a scale filter for the output size
-		// (-autoscale), which cannot take CUDA frames: "Impossible to
-		// convert between the formats supported by the filter
-		// 'Parsed_null_0' and the filter 'auto_scale_0'" (seen on the H200).
-		args = append(args, "-autoscale", "0")
-	}
-	args = append(args, "-f", "null", "-")
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -361,9 +394,9 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, device, k int,
 	}
 	results := make(chan res, k)
 	start := time.Now()
-	for range k {
+	for j := range k {
 		go func() {
-			cmd := exec.CommandContext(ctx, ffmpeg, args...)
+			cmd := exec.CommandContext(ctx, ffmpeg, argsFor(j)...)
 			dieWithParent(cmd) // no looping ffmpeg left behind if vigil is killed
 			// At d, ask ffmpeg to stop (SIGINT); kill it if it does not
 			// within 5 s.

@@ -1,10 +1,14 @@
 package app
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/config"
 )
 
 // A ceiling counts a process's frames from its first report after the
@@ -36,4 +40,33 @@ func TestSidesLine(t *testing.T) {
 	got := sidesLine(side, a, b, [2][]time.Duration{ms(10, 20, 30, 40), ms(90, 95)}, 2*time.Second)
 	require.Equal(t, "by decoder: NVDEC 2 streams: offered 60.0, processed 2.0 fps, dropped 2.5%, P99 40.0 ms; "+
 		"CPU 1 streams: offered 30.0, processed 1.0 fps, dropped 25.0%, P99 95.0 ms", got)
+}
+
+// Bench streams are placed as vigil run places them: across the devices,
+// fewest streams first, and with hybrid decoding on that GPU's NVDEC or the
+// CPU in proportion to capacity; the same stream gets the same place at
+// every point.
+func TestBenchPlacement(t *testing.T) {
+	c := config.Default()
+	c.Decode.HWAccel = "hybrid"
+	p := newBenchPlacement(&c, []int{3, 5}, 200, 100) // NVDEC 200 fps per GPU, CPU 100
+	devs, nvdec := map[int]int{}, 0
+	for i := range 10 {
+		s := p.at(i)
+		devs[s.dev]++
+		if s.decode.HWAccel != decode.HWNone {
+			nvdec++
+			require.Equal(t, strconv.Itoa(s.dev), s.decode.HWDevice, "NVDEC of the stream's own GPU")
+		} else {
+			require.Equal(t, 1, s.decode.Threads, "a CPU-decoded stream runs one decoder thread")
+		}
+	}
+	require.Equal(t, map[int]int{3: 5, 5: 5}, devs)
+	require.Equal(t, 8, nvdec, "capacities 200 + 200 : 100 put 8 of 10 on NVDEC")
+	require.Equal(t, p.at(7), p.at(7))
+
+	c.Decode.HWAccel = "none"
+	one := newBenchPlacement(&c, []int{0}, 200, 100)
+	require.Equal(t, decode.HWNone, one.at(0).decode.HWAccel)
+	require.Zero(t, one.at(0).decode.Threads, "FFmpeg's own thread count outside hybrid")
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +56,25 @@ func TestBenchStreams(t *testing.T) {
 		Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
 	require.ErrorContains(t, err, `unknown model "nosuchmodel"`)
 	require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
+}
+
+// bench --streams across the devices of infer.devices: each gets its own
+// engine (with the CPU engine a device is only a label, which is how this
+// runs without GPUs) and the streams are spread over them.
+func TestBenchStreamsDevices(t *testing.T) {
+	c := config.Default()
+	c.Infer.Provider = "cpu"
+	c.Infer.Devices = []int{0, 1}
+	c.Decode.HWAccel = "hybrid"
+	c.Decode.NVDECFPS, c.Decode.CPUFPS = 100, 100 // 3 streams: NVDEC of GPU 0, of GPU 1, the CPU
+	var out bytes.Buffer
+	r, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
+		Start: 3, Step: 1, Max: 3, Each: time.Second, Budget: 500 * time.Millisecond, NoCeilings: true}, zap.NewNop(), &out)
+	require.NoError(t, err, out.String())
+	t.Log(out.String())
+	require.Contains(t, out.String(), "devices [0 1]: streams placed on the one with the fewest")
+	require.Equal(t, 2, strings.Count(out.String(), "  engine: "), "one engine per device")
+	require.Contains(t, out.String(), "by decoder: NVDEC 2 streams")
+	require.Contains(t, out.String(), "; CPU 1 streams")
+	require.Len(t, r.Points, 1)
 }

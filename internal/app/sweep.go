@@ -42,9 +42,10 @@ type SweepOptions struct {
 	Warmup time.Duration
 	Budget time.Duration // the policy's latency budget
 	Plot   string        // PNG path for P99 against load; "" for none
-	// hw gives stream i's decode settings (benchHW); Sweep and
+	// place gives stream i's decode settings, device and (with several
+	// devices) engine and batcher (benchPlacement.at); Sweep and
 	// BenchStreams set it.
-	hw func(i int) decode.Options
+	place func(i int) benchSlot
 	// tools holds the batcher's and the GPU engine's metrics
 	// (toolEngines), read with each point's own.
 	tools prometheus.Gatherer
@@ -90,7 +91,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 		return nil, nil, err
 	}
 	nv, cpu := hybridCapacity(&c)
-	o.hw = benchHW(&c, c.Infer.Device, nv, cpu)
+	o.place = newBenchPlacement(&c, []int{c.Infer.Device}, nv, cpu).at
 	engs, tools := toolEngines(&c)
 	o.tools = tools
 	defer engs.close()
@@ -212,10 +213,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	side := map[string]int{}
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
-		so := decode.Options{}
-		if o.hw != nil {
-			so = o.hw(i)
+		var slot benchSlot
+		if o.place != nil {
+			slot = o.place(i)
 		}
+		so := slot.decode
 		side[id] = sideCPU
 		if so.HWAccel != "" && so.HWAccel != decode.HWNone {
 			side[id] = sideNVDEC
@@ -224,6 +226,10 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		src, err := decode.New(so)
 		if err != nil {
 			return SweepPoint{}, err
+		}
+		eng, batcher := eng, batcher
+		if slot.eng != nil {
+			eng, batcher = slot.eng, slot.batcher
 		}
 		sc := pipeline.StreamConfig{ID: id, Source: src, Engine: eng, Sink: sink, Metrics: metrics}
 		if withPolicy {
@@ -536,30 +542,63 @@ func plotSweep(path string, budget time.Duration, policy, none []SweepPoint) err
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// benchHW returns stream i's decode settings for the benches: the config's
-// NVDEC settings on device dev; under hybrid decoding the streams are split
-// between NVDEC and the CPU as the service's placer splits them, in
-// proportion to the capacities nv and cpu (frames/s), and CPU-decoded
-// streams use one decoder thread each, as the CPU ceiling's decodes do.
-func benchHW(c *config.Config, dev int, nv, cpu float64) func(int) decode.Options {
-	if c.Decode.HWAccel != "hybrid" {
-		o := withHW(decode.Options{}, c, dev, true)
-		return func(int) decode.Options { return o }
+// benchSlot is where bench stream i runs: its decode settings (NVDEC on
+// GPU dev, or the CPU), its device (a CUDA ordinal), and with several
+// devices that device's engine and batcher (nil: the one engine of the
+// run).
+type benchSlot struct {
+	decode  decode.Options
+	dev     int
+	eng     pipeline.Engine
+	batcher *pipeline.Batcher
+}
+
+// benchPlacement places bench streams as vigil run places streams: each on
+// the device with the fewest streams (pipeline.Placer), and with hybrid
+// decoding on that GPU's NVDEC or on the CPU, in proportion to the
+// capacities nv (per GPU) and cpu (frames/s; newDecodePlacer).
+// CPU-decoded streams use one decoder thread each, as the CPU ceiling's
+// decodes do. Stream i's place depends only on streams 0..i-1, so every
+// point of a run places its first streams alike. Safe for concurrent use.
+type benchPlacement struct {
+	mu       sync.Mutex
+	c        *config.Config
+	devs     []int
+	gpus     *pipeline.Placer
+	decoders *pipeline.Placer // nil unless decode.hwaccel is hybrid
+	slots    []benchSlot
+	// engines, when set, gives device index k's engine and batcher.
+	engines func(k int) (pipeline.Engine, *pipeline.Batcher)
+}
+
+func newBenchPlacement(c *config.Config, devs []int, nv, cpu float64) *benchPlacement {
+	p := &benchPlacement{c: c, devs: devs, gpus: pipeline.NewPlacer(len(devs))}
+	if c.Decode.HWAccel == "hybrid" {
+		p.decoders = pipeline.NewPlacerCapacity(append(slices.Repeat([]float64{nv}, len(devs)), cpu))
 	}
-	p := pipeline.NewPlacerCapacity([]float64{nv, cpu})
-	var mu sync.Mutex
-	var onNVDEC []bool // stream i's side; it depends only on streams 0..i-1
-	return func(i int) decode.Options {
-		mu.Lock()
-		for len(onNVDEC) <= i {
-			onNVDEC = append(onNVDEC, p.Place(strconv.Itoa(len(onNVDEC)), 1) == 0)
+	return p
+}
+
+// at returns stream i's slot.
+func (p *benchPlacement) at(i int) benchSlot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.slots) <= i {
+		id := strconv.Itoa(len(p.slots))
+		k := p.gpus.Place(id, 1)
+		s, nvdec := benchSlot{dev: p.devs[k]}, true
+		if p.decoders != nil {
+			cpu := len(p.devs)
+			nvdec = p.decoders.PlaceAmong(id, 1, []int{k, cpu}) != cpu
 		}
-		nvdec := onNVDEC[i]
-		mu.Unlock()
-		o := withHW(decode.Options{}, c, dev, nvdec)
+		s.decode = withHW(decode.Options{}, p.c, s.dev, nvdec)
 		if !nvdec {
-			o.Threads = 1
+			s.decode.Threads = 1
 		}
-		return o
+		if p.engines != nil {
+			s.eng, s.batcher = p.engines(k)
+		}
+		p.slots = append(p.slots, s)
 	}
+	return p.slots[i]
 }
