@@ -60,15 +60,17 @@ import (
 // (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=262144, which is what
 // mallopt(M_MMAP_THRESHOLD) sets; it also stops the raising) the same
 // soak grew by 32 MiB and stayed near 3.45 GB (docs/performance.md).
-// FFmpeg pools its frame buffers per decoder, so the mmap calls this costs
-// come with opening and closing streams, not with every frame.
+// FFmpeg pools its decoders' frame buffers, so the mmap calls this costs
+// come with opening and closing streams, not with every frame; the one
+// download buffer of an NVDEC frame for the CPU (Scaler) is reused.
+// Only glibc has the setting; elsewhere (musl) nothing is changed.
 const MMapThreshold = 256 << 10
 
 func init() {
 	if strings.Contains(os.Getenv("GLIBC_TUNABLES"), "mmap_threshold") {
 		return // the operator's setting wins
 	}
-	C.vigil_set_mmap_threshold(C.int(MMapThreshold))
+	C.vigil_set_mmap_threshold(C.int(MMapThreshold)) // 0 (not glibc): nothing to fix
 }
 
 // mmappedAfterFree reports whether, after an mmapped block of big bytes is

@@ -11,7 +11,8 @@ import (
 // threshold the free raises it to 20 MiB and the 8 MiB block comes from an
 // arena, which is what fragments. (Blocks larger than decoded frames: a
 // smaller one can come from the free top of the thread's arena whatever
-// the threshold, which would tell nothing.)
+// the threshold, which would tell nothing. So this shows the threshold is
+// fixed below 8 MiB, not that it is 256 KiB.)
 func TestMMapThresholdFixed(t *testing.T) {
 	if strings.Contains(os.Getenv("GLIBC_TUNABLES"), "mmap_threshold") {
 		t.Skip("GLIBC_TUNABLES sets the threshold; the package leaves it alone")

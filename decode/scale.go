@@ -50,11 +50,18 @@ func (s *Scaler) Resize(img pipeline.Image, w, h int, order pipeline.PixelOrder,
 	src := p.f
 	if src.PixelFormat() == astiav.PixelFormatCuda {
 		// An NVDEC surface: download it first (av_hwframe_transfer_data).
+		// Into the buffers of the last download when the size is the
+		// same: with none, FFmpeg allocates a frame per download (3.1 MB
+		// at 1080p), which with MMapThreshold is an mmap and its page
+		// faults every frame.
 		if s.sw == nil {
 			s.sw = astiav.AllocFrame()
 		}
-		s.sw.Unref()
+		if s.sw.Width() != src.Width() || s.sw.Height() != src.Height() {
+			s.sw.Unref()
+		}
 		if err := src.TransferHardwareData(s.sw); err != nil {
+			s.sw.Unref()
 			return fmt.Errorf("decode: downloading an NVDEC frame: %w", err)
 		}
 		src = s.sw

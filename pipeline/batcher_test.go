@@ -61,28 +61,57 @@ func TestBatcherPlan(t *testing.T) {
 	n, _ = b.plan(at(4), dl)
 	require.Equal(t, 3, n)
 
-	// While a batch runs, a partial batch does not go on the delay: it
-	// would wait behind the running one for the device. It waits to be
-	// woken (the running batch ends, or more requests come), or for its
-	// deadline.
-	b.running.Store(1)
-	n, until = b.plan(at(5), three)
-	require.Zero(t, n)
-	require.True(t, until.IsZero(), "no delay while a batch runs")
-	n, until = b.plan(at(1), dl)
-	require.Zero(t, n)
-	require.Equal(t, at(4), until, "the deadline still counts")
-	n, _ = b.plan(at(4), dl)
-	require.Equal(t, 3, n)
-	n, _ = b.plan(at(5), eight)
-	require.Equal(t, 8, n, "a full batch goes at once")
-	b.running.Store(0)
-
 	require.Equal(t, 1, b.engineFor(1).Batch())
 	require.Equal(t, 4, b.engineFor(3).Batch(), "a partial batch runs on the smallest engine that fits, padded")
 	require.Equal(t, 8, b.engineFor(5).Batch())
 	n, _ = b.plan(at(0), nil)
 	require.Zero(t, n)
+}
+
+// While a batch runs, a partial batch is not sent on MaxQueueDelay: it
+// would wait behind the running one for the device. It is held for about
+// one batch time (its estimate), and its deadline counts two batch times
+// (the running one, then its own); with no trusted estimate it is not held.
+func TestBatcherPlanWhileRunning(t *testing.T) {
+	b := NewBatcher(BatcherConfig{Engines: []BatchEngine{sizeEngine(8), sizeEngine(1), sizeEngine(4)}, MaxQueueDelay: time.Millisecond})
+	t0 := time.Unix(0, 0)
+	at := func(ms float64) time.Time { return t0.Add(time.Duration(ms * float64(time.Millisecond))) }
+	req := func(enqMS, deadlineMS int) *batchReq {
+		r := &batchReq{enq: at(float64(enqMS))}
+		if deadlineMS > 0 {
+			r.deadline = at(float64(deadlineMS))
+		}
+		return r
+	}
+	three := []*batchReq{req(0, 0), req(1, 0), req(2, 0)}
+	b.running.Store(1)
+	n, _ := b.plan(at(2), three)
+	require.Equal(t, 3, n, "no trusted estimate: MaxQueueDelay as when nothing runs")
+
+	b.per[4].Add(4 * time.Millisecond)
+	b.running.Store(0)
+	n, _ = b.plan(at(2), three)
+	require.Equal(t, 3, n, "nothing running: MaxQueueDelay")
+	b.running.Store(1)
+	n, until := b.plan(at(2), three)
+	require.Zero(t, n)
+	require.Equal(t, at(4), until, "held one batch time (4 ms) from the oldest request")
+	n, _ = b.plan(at(4), three)
+	require.Equal(t, 3, n, "then sent, whether or not the running batch ended")
+
+	dl := []*batchReq{req(0, 10), req(0, 50), req(0, 0)}
+	n, until = b.plan(at(1), dl)
+	require.Zero(t, n)
+	require.Equal(t, at(2), until, "due at 10 ms: room for the running batch (4) and its own (4)")
+	n, _ = b.plan(at(2), dl)
+	require.Equal(t, 3, n)
+
+	var eight []*batchReq
+	for range 8 {
+		eight = append(eight, req(0, 0))
+	}
+	n, _ = b.plan(at(0), eight)
+	require.Equal(t, 8, n, "a full batch goes at once")
 }
 
 // Which pending requests are refused as late: judged by the measured time
@@ -145,6 +174,11 @@ func (e *gateEngine) DetectBatch(imgs []Image, _ []*StageTimes, dsts [][]Detecti
 func TestBatcherHoldsPartialWhileRunning(t *testing.T) {
 	e := &gateEngine{size: 8, started: make(chan int, 8), release: make(chan struct{})}
 	b := NewBatcher(BatcherConfig{Engines: []BatchEngine{e}, MaxQueueDelay: time.Millisecond, Concurrency: 2})
+	// A trusted estimate far longer than the test: the hold's bound (one
+	// batch time) never ends it here. Refreshed before each check, so that
+	// it is not stale (StaleEstimate) on a slow machine.
+	b.per[8].Reset(time.Hour)
+	trust := func() { b.lastRun[8].Store(time.Now().UnixNano()) }
 	ctx, cancel := context.WithCancel(context.Background())
 	var run, reqs sync.WaitGroup
 	run.Add(1)
@@ -170,6 +204,7 @@ func TestBatcherHoldsPartialWhileRunning(t *testing.T) {
 		}
 	}
 	none := func(why string) {
+		trust()
 		select {
 		case n := <-e.started:
 			t.Fatalf("a batch of %d started %s", n, why)
@@ -192,4 +227,90 @@ func TestBatcherHoldsPartialWhileRunning(t *testing.T) {
 	reqs.Wait()
 	cancel()
 	run.Wait()
+}
+
+// A held partial batch is bounded: a request without a deadline, which
+// every full batch of deadline requests passes over, still goes within
+// about one batch time although batches keep running; and with no trusted
+// estimate nothing is held (a request with a deadline goes on the free
+// slot instead of waiting until it is late).
+func TestBatcherHoldIsBounded(t *testing.T) {
+	e := &gateEngine{size: 4, started: make(chan int, 64), release: make(chan struct{})}
+	b := NewBatcher(BatcherConfig{Engines: []BatchEngine{e}, MaxQueueDelay: time.Millisecond, Concurrency: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	var run, reqs sync.WaitGroup
+	run.Add(1)
+	go func() { defer run.Done(); b.Run(ctx) }()
+	defer func() {
+		cancel()
+		close(e.release)
+		reqs.Wait()
+		run.Wait()
+	}()
+	do := func(deadline time.Time, done chan<- error) {
+		reqs.Add(1)
+		go func() {
+			defer reqs.Done()
+			_, err := b.Do(ctx, deadline, nil, &StageTimes{}, nil)
+			if done != nil {
+				done <- err
+			}
+		}()
+	}
+	far := time.Now().Add(time.Hour)
+
+	do(far, nil)
+	<-e.started // a batch of one runs; no estimate yet
+	late := make(chan error, 1)
+	do(time.Now().Add(time.Second), late)
+	select {
+	case n := <-e.started:
+		if n != 1 {
+			t.Fatalf("a batch of %d", n)
+		}
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("with no trusted estimate a request with a deadline was held while a slot was free")
+	}
+	e.release <- struct{}{}
+	e.release <- struct{}{}
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+
+	// Now an estimate exists. Keep a batch running and put full batches
+	// of deadline requests in the queue at once (so that each plan sees
+	// all four), past a request without a deadline, which sorts last.
+	burst := func() {
+		b.mu.Lock()
+		for range 4 {
+			b.seq++
+			b.pending = append(b.pending, &batchReq{deadline: far, enq: time.Now(), seq: b.seq, st: &StageTimes{}, done: make(chan struct{})})
+		}
+		b.mu.Unlock()
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+	do(far, nil)
+	<-e.started
+	zero := make(chan error, 1)
+	do(time.Time{}, zero)
+	for round := 0; ; round++ {
+		if round == 50 {
+			t.Fatal("the request without a deadline waited 50 rounds while batches ran")
+		}
+		burst()
+		got := <-e.started
+		e.release <- struct{}{} // an older batch ends; one still runs
+		if got < 4 {
+			t.Logf("round %d: the request without a deadline went in a batch of %d", round, got)
+			return
+		}
+		select {
+		case err := <-zero:
+			t.Fatalf("it went in a full batch of deadline requests (%v): the test is wrong", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

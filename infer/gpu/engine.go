@@ -150,6 +150,10 @@ var gpuMu sync.RWMutex
 // devRun holds one *sync.Mutex per CUDA device ordinal (runLock).
 var devRun sync.Map
 
+// graphs reports whether this engine's runs may capture or replay CUDA
+// graphs: CUDAGraph, or the TensorRT provider's own setting.
+func (e *Engine) graphs() bool { return e.o.CUDAGraph || e.o.TensorRT.CUDAGraph }
+
 // runLock takes the locks one ONNX Runtime run on device dev needs (see
 // gpuMu) and returns their unlock: the write lock with CUDA graphs on;
 // otherwise the read lock and the device's own lock.
@@ -625,7 +629,7 @@ func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
 	if err := s.p1.Record(e.compute); err != nil {
 		return err
 	}
-	unlock := runLock(e.o.Device, e.o.CUDAGraph)
+	unlock := runLock(e.o.Device, e.graphs())
 	tl := time.Now()
 	err := e.sess.Run()
 	bt.Launch = time.Since(tl)
@@ -769,7 +773,7 @@ func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
 	if err := s.c0.Record(e.compute); err != nil {
 		return 0, 0, 0, err
 	}
-	unlock := runLock(e.o.Device, e.o.CUDAGraph)
+	unlock := runLock(e.o.Device, e.graphs())
 	err = e.sess.Run()
 	unlock()
 	if err != nil {

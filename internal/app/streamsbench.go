@@ -79,7 +79,7 @@ type StreamsResult struct {
 // several GPUs the streams are placed as vigil run places them (fewest
 // streams first; hybrid decoding on that GPU's NVDEC or the CPU), each GPU
 // with its own engines and batcher, and NVML's figure is the busiest
-// GPU's. It first measures the decode-only ceilings with the ffmpeg CLI on
+// GPU's (of all visible GPUs, also those outside infer.devices). It first measures the decode-only ceilings with the ffmpeg CLI on
 // as many parallel inputs as the machine would run (NVDEC with 7 and 14
 // decodes per GPU, spread over the GPUs, when there are GPUs, and software
 // decoding with one decode of one thread per core), each counted in the
@@ -286,9 +286,10 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 }
 
 // measureCeilings measures the decode-only ceilings into r (Ceilings,
-// Combined, Together) and prints them: NVDEC with 7 and 14 ffmpeg
-// decodes, software with one single-thread decode per core, then the best
-// NVDEC count and the software decodes at the same time. A ceiling that
+// Combined, Together) and prints them: NVDEC with 7 and 14 ffmpeg decodes
+// per GPU of devs (spread over them), software with one single-thread
+// decode per core, then the best NVDEC count and the software decodes at
+// the same time. A ceiling that
 // cannot run (no GPU) is printed as n/a. Errors: ctx.Err() when
 // interrupted (the ceilings are then not measurements).
 func measureCeilings(ctx context.Context, o StreamsOptions, devs []int, r *StreamsResult, out io.Writer) error {
@@ -357,7 +358,8 @@ func familyGauge(reg prometheus.Gatherer, name string) float64 {
 // ffmpegCeiling runs k parallel ffmpeg decodes of src, looped, for about
 // d, and returns their aggregate decoded frames per second in the steady
 // state. kind "nvdec" decodes with -hwaccel cuda into GPU memory (no
-// download); "cpu" with one software thread per decode, as vigil's
+// download), decode j on GPU devs[j % len(devs)]; "cpu" with one software
+// thread per decode, as vigil's
 // CPU-decoded streams under hybrid decoding run (frame threads would add a
 // frame of latency each).
 //

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/pipeline"
 )
 
 // A ceiling counts a process's frames from its first report after the
@@ -38,8 +42,8 @@ func TestSidesLine(t *testing.T) {
 		return d
 	}
 	got := sidesLine(side, a, b, [2][]time.Duration{ms(10, 20, 30, 40), ms(90, 95)}, 2*time.Second)
-	require.Equal(t, "by decoder: NVDEC 2 streams: offered 60.0, processed 2.0 fps, dropped 2.5%, P99 40.0 ms; "+
-		"CPU 1 streams: offered 30.0, processed 1.0 fps, dropped 25.0%, P99 95.0 ms", got)
+	require.Equal(t, "by placement: on NVDEC 2 streams: offered 60.0, processed 2.0 fps, dropped 2.5%, P99 40.0 ms; "+
+		"on the CPU 1 streams: offered 30.0, processed 1.0 fps, dropped 25.0%, P99 95.0 ms", got)
 }
 
 // Bench streams are placed as vigil run places them: across the devices,
@@ -69,4 +73,36 @@ func TestBenchPlacement(t *testing.T) {
 	one := newBenchPlacement(&c, []int{0}, 200, 100)
 	require.Equal(t, decode.HWNone, one.at(0).decode.HWAccel)
 	require.Zero(t, one.at(0).decode.Threads, "FFmpeg's own thread count outside hybrid")
+}
+
+// peakEngine is an engine that takes 20 ms per frame and records how many
+// of its kind ran at once; id tells two apart (as engines, map keys).
+type peakEngine struct {
+	id        int
+	cur, peak *atomic.Int32
+}
+
+func (e peakEngine) Model() string { return "peak" }
+func (e peakEngine) Detect(pipeline.Image, *pipeline.StageTimes, []pipeline.Detection) ([]pipeline.Detection, error) {
+	n := e.cur.Add(1)
+	for p := e.peak.Load(); n > p && !e.peak.CompareAndSwap(p, n); p = e.peak.Load() {
+	}
+	time.Sleep(20 * time.Millisecond)
+	e.cur.Add(-1)
+	return nil, nil
+}
+
+// Without batching, each device's engine has a gate of its own, as in vigil
+// run: streams on two devices run their engines at the same time.
+func TestSweepPointGatePerEngine(t *testing.T) {
+	c := config.Default()
+	var cur, peak atomic.Int32
+	engs := []pipeline.Engine{peakEngine{0, &cur, &peak}, peakEngine{1, &cur, &peak}}
+	p := newBenchPlacement(&c, []int{0, 1}, 100, 100)
+	p.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return engs[k], nil }
+	o := SweepOptions{Source: testenv.Media(t, "Megamind.avi"), Each: time.Second, Warmup: time.Second, Budget: time.Second, place: p.at}
+	if _, err := sweepPoint(context.Background(), engs[0], nil, o, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	require.GreaterOrEqual(t, peak.Load(), int32(2), "the two devices' engines never ran at once: one gate for both")
 }

@@ -74,7 +74,7 @@ func TestBenchStreamsDevices(t *testing.T) {
 	t.Log(out.String())
 	require.Contains(t, out.String(), "devices [0 1]: streams placed on the one with the fewest")
 	require.Equal(t, 2, strings.Count(out.String(), "  engine: "), "one engine per device")
-	require.Contains(t, out.String(), "by decoder: NVDEC 2 streams")
-	require.Contains(t, out.String(), "; CPU 1 streams")
+	require.Contains(t, out.String(), "by placement: on NVDEC 2 streams") // here they decode on the CPU: no GPU
+	require.Contains(t, out.String(), "; on the CPU 1 streams")
 	require.Len(t, r.Points, 1)
 }

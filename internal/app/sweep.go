@@ -66,9 +66,12 @@ type SweepPoint struct {
 	// P99 time goroutines waited to run (ms, the upper edge of the
 	// runtime's histogram bucket); and at the end of the window its
 	// resident memory (RSS, GB) and the part of it Go holds (GB; the rest
-	// is C: FFmpeg, ONNX Runtime, pinned staging). With hybrid decoding
-	// a second line gives, for the streams on NVDEC and those on the CPU
-	// apart, offered and processed fps, the drop share and P99 (ms).
+	// is C: FFmpeg, ONNX Runtime, pinned staging). With hybrid decoding,
+	// when streams were placed on both, a second line gives for the
+	// streams placed on NVDEC and those placed on the CPU apart: offered
+	// and processed fps, the drop share and P99 (ms). Placed, not decoded:
+	// a stream placed on NVDEC that NVDEC cannot open (no GPU, say)
+	// decodes on the CPU.
 	Breakdown string
 }
 
@@ -202,7 +205,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(collectors.WithGoCollectorMemStatsMetricsDisabled(),
 			collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/memory/classes/(total|heap/released):bytes$`)})))
-	gate := pipeline.NewGate()
+	gates := map[pipeline.Engine]*pipeline.Gate{} // one per engine, as vigil run has
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	warm := o.Warmup
@@ -233,6 +236,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		}
 		sc := pipeline.StreamConfig{ID: id, Source: src, Engine: eng, Sink: sink, Metrics: metrics}
 		if withPolicy {
+			gate := gates[eng]
+			if gate == nil {
+				gate = pipeline.NewGate()
+				gates[eng] = gate
+			}
 			sc.Budget, sc.Gate, sc.QueueSize, sc.Batcher = o.Budget, gate, 4, batcher
 		} else {
 			// The usual failure: a queue that never drops, no deadline.
@@ -318,7 +326,7 @@ func countSide(side map[string]int, s int) (n int) {
 	return n
 }
 
-// sidesLine reports the streams on NVDEC and on the CPU apart: streams,
+// sidesLine reports the streams placed on NVDEC and on the CPU apart: streams,
 // offered and processed fps, the share of their decoded frames dropped,
 // and P99 (ms), from the per-stream counters of two snapshots
 // ("stream decoded ID", "stream dropped ID") and the latencies per side.
@@ -329,7 +337,7 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 		dropped[s] += b["stream dropped "+id] - a["stream dropped "+id]
 	}
 	var parts []string
-	for s, name := range []string{"NVDEC", "CPU"} {
+	for s, name := range []string{"on NVDEC", "on the CPU"} {
 		share := 0.0
 		if decoded[s] > 0 {
 			share = 100 * dropped[s] / decoded[s]
@@ -337,7 +345,7 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 		parts = append(parts, fmt.Sprintf("%s %d streams: offered %.1f, processed %.1f fps, dropped %.1f%%, P99 %.1f ms",
 			name, countSide(side, s), decoded[s]/el.Seconds(), float64(len(lat[s]))/el.Seconds(), share, ms(pipeline.Percentile(lat[s], 99))))
 	}
-	return "by decoder: " + strings.Join(parts, "; ")
+	return "by placement: " + strings.Join(parts, "; ")
 }
 
 // breakdownSnapshot reads the counters a sweep point compares, summed
