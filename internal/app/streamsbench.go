@@ -21,6 +21,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/hwmon"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -109,8 +110,24 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if o.CeilingFor <= 0 {
 		o.CeilingFor = 10 * time.Second
 	}
-	if o.Start < 1 || o.Step < 1 || o.Max < o.Start || o.Max > maxBenchStreams || o.Each < 100*time.Millisecond || o.Budget <= 0 {
-		return r, badInput(fmt.Errorf("bench --streams: --start >= 1, --step >= 1, --start <= --max-streams <= %d, --each >= 100ms and --budget-ms > 0 are needed", maxBenchStreams))
+	var bad []string
+	for _, chk := range []struct {
+		wrong bool
+		what  string
+	}{
+		{o.Start < 1, fmt.Sprintf("--start %d: want 1 or more", o.Start)},
+		{o.Step < 1, fmt.Sprintf("--step %d: want 1 or more", o.Step)},
+		{o.Max < o.Start, fmt.Sprintf("--max-streams %d: want --start (%d) or more", o.Max, o.Start)},
+		{o.Max > maxBenchStreams, fmt.Sprintf("--max-streams %d: want %d at most", o.Max, maxBenchStreams)},
+		{o.Each < 100*time.Millisecond, fmt.Sprintf("--each %s: want 100ms or more", o.Each)},
+		{o.Budget <= 0, fmt.Sprintf("--budget-ms %d: want more than 0", o.Budget.Milliseconds())},
+	} {
+		if chk.wrong {
+			bad = append(bad, chk.what)
+		}
+	}
+	if len(bad) > 0 {
+		return r, badInput(fmt.Errorf("bench --streams: %s", strings.Join(bad, "; ")))
 	}
 	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
 		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
@@ -123,6 +140,13 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if !o.NoCeilings {
 		if _, err := exec.LookPath(o.FFmpeg); err != nil {
 			return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
+		}
+	}
+	// decode.hwaccel cuda fails every stream NVDEC cannot take: without a
+	// usable GPU, say so now, not after a minute of ceilings.
+	if c.Decode.HWAccel == "cuda" {
+		if err := cuda.Init(); err != nil {
+			return r, badInput(fmt.Errorf("decode.hwaccel cuda: NVDEC is not available here (%w); use auto, hybrid or none", err))
 		}
 	}
 	// A wrong model name fails now, not after a minute of ceilings.
@@ -146,7 +170,11 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		}
 	}
 	if len(devs) > 1 {
-		fmt.Fprintf(out, "  devices %v: streams placed on the one with the fewest, each with its own engines and batcher\n", devs)
+		noGPU := ""
+		if cuda.Init() != nil {
+			noGPU = " (no usable GPU here: each device's engine runs on the CPU, all of them on the same cores)"
+		}
+		fmt.Fprintf(out, "  devices %v: streams placed on the one with the fewest, each with its own engines and batcher%s\n", devs, noGPU)
 	}
 
 	// 1. Decode-only ceilings.
@@ -205,7 +233,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	placement.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return perDev[k].eng, perDev[k].batcher }
 	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, place: placement.at, tools: tools}
 	limited := false
-	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "to NVDEC")
+	fmt.Fprintf(out, "  %7s %10s %10s %7s %9s %9s %8s %9s\n", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "NVDEC", "on NVDEC")
 	for n := o.Start; n <= o.Max; n += o.Step {
 		dec := 0.0
 		sctx, stop := context.WithCancel(ctx)
@@ -235,17 +263,11 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		}
 		r.Points = append(r.Points, p)
 		r.DecoderMax = max(r.DecoderMax, dec)
-		onNVDEC := 0
-		for i := range n {
-			if so.place(i).decode.HWAccel != decode.HWNone {
-				onNVDEC++
-			}
-		}
 		decCol := "-" // no NVML
 		if hw != nil {
 			decCol = fmt.Sprintf("%.0f%%", 100*dec)
 		}
-		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %8s %9d\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), decCol, onNVDEC)
+		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %8s %9d\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), decCol, p.OnNVDEC)
 		fmt.Fprintf(out, "          %s\n", p.Breakdown)
 		var why []string
 		if p.P99 > o.Budget {

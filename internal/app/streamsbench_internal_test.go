@@ -42,8 +42,8 @@ func TestSidesLine(t *testing.T) {
 		return d
 	}
 	got := sidesLine(side, a, b, [2][]time.Duration{ms(10, 20, 30, 40), ms(90, 95)}, 2*time.Second)
-	require.Equal(t, "by placement: on NVDEC 2 streams: offered 60.0, processed 2.0 fps, dropped 2.5%, P99 40.0 ms; "+
-		"on the CPU 1 streams: offered 30.0, processed 1.0 fps, dropped 25.0%, P99 95.0 ms", got)
+	require.Equal(t, "by decoder: NVDEC 2 streams: offered 60.0, processed 2.0 fps, dropped 2.5%, P99 40.0 ms; "+
+		"CPU 1 streams: offered 30.0, processed 1.0 fps, dropped 25.0%, P99 95.0 ms", got)
 }
 
 // Bench streams are placed as vigil run places them: across the devices,

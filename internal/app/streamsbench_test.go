@@ -56,6 +56,18 @@ func TestBenchStreams(t *testing.T) {
 		Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
 	require.ErrorContains(t, err, `unknown model "nosuchmodel"`)
 	require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
+
+	if cuda.Init() != nil {
+		out.Reset()
+		cc := c
+		cc.Decode.HWAccel = "cuda"
+		_, err = app.BenchStreams(context.Background(), cc, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
+			Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
+		var bad *app.BadInputError
+		require.ErrorAs(t, err, &bad)
+		require.ErrorContains(t, err, "decode.hwaccel cuda: NVDEC is not available here")
+		require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
+	}
 }
 
 // bench --streams across the devices of infer.devices: each gets its own
@@ -74,7 +86,24 @@ func TestBenchStreamsDevices(t *testing.T) {
 	t.Log(out.String())
 	require.Contains(t, out.String(), "devices [0 1]: streams placed on the one with the fewest")
 	require.Equal(t, 2, strings.Count(out.String(), "  engine: "), "one engine per device")
-	require.Contains(t, out.String(), "by placement: on NVDEC 2 streams") // here they decode on the CPU: no GPU
-	require.Contains(t, out.String(), "; on the CPU 1 streams")
+	if cuda.Init() != nil { // no GPU: the streams placed on NVDEC decode on the CPU, and the bench says so
+		require.Contains(t, out.String(), "by decoder: NVDEC 0 streams")
+		require.Contains(t, out.String(), "; CPU 3 streams")
+		require.Contains(t, out.String(), "(2 placed on NVDEC decode on the CPU: NVDEC could not open them)")
+		require.Zero(t, r.Points[0].OnNVDEC)
+	}
 	require.Len(t, r.Points, 1)
+}
+
+// Each bad number is named, with what is wanted.
+func TestBenchStreamsBadNumbers(t *testing.T) {
+	c := config.Default()
+	c.Infer.Provider = "cpu"
+	var out bytes.Buffer
+	_, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"),
+		Start: 5, Step: 0, Max: 3, Each: time.Millisecond, Budget: time.Second}, zap.NewNop(), &out)
+	var bad *app.BadInputError
+	require.ErrorAs(t, err, &bad)
+	require.EqualError(t, err, "bench --streams: --step 0: want 1 or more; --max-streams 3: want --start (5) or more; --each 1ms: want 100ms or more")
+	require.Empty(t, out.String())
 }

@@ -57,6 +57,9 @@ type SweepPoint struct {
 	OfferedFPS, ProcessedFPS float64
 	DropRatio                float64
 	P50, P99, P999           time.Duration
+	// OnNVDEC is the number of streams decoding on NVDEC when the window
+	// started (decode.Info.NVDEC): those placed there whose NVDEC opened.
+	OnNVDEC int
 	// Breakdown says where frames went over the window: drops by
 	// reason@stage as shares of decoded frames; the mean wall time per
 	// processed frame in each stage (vigil_stage_latency_seconds, ms);
@@ -66,12 +69,11 @@ type SweepPoint struct {
 	// P99 time goroutines waited to run (ms, the upper edge of the
 	// runtime's histogram bucket); and at the end of the window its
 	// resident memory (RSS, GB) and the part of it Go holds (GB; the rest
-	// is C: FFmpeg, ONNX Runtime, pinned staging). With hybrid decoding,
-	// when streams were placed on both, a second line gives for the
-	// streams placed on NVDEC and those placed on the CPU apart: offered
-	// and processed fps, the drop share and P99 (ms). Placed, not decoded:
-	// a stream placed on NVDEC that NVDEC cannot open (no GPU, say)
-	// decodes on the CPU.
+	// is C: FFmpeg, ONNX Runtime, pinned staging). When streams decode on
+	// both NVDEC and the CPU, a second line gives for each kind apart:
+	// offered and processed fps, the drop share and P99 (ms); it also
+	// says how many streams placed on NVDEC decode on the CPU because
+	// NVDEC could not open them (no GPU, an unsupported profile).
 	Breakdown string
 }
 
@@ -213,7 +215,8 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		warm = time.Second
 	}
 	stagger := min(warm/2, 2*time.Second) // 2 s: a keyframe interval of IP cameras (60 frames at 30 fps)
-	side := map[string]int{}
+	placed := map[string]int{}            // the side each stream was placed on
+	srcs := map[string]*decode.Source{}   // for the side it decodes on
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("s%d", i)
 		var slot benchSlot
@@ -221,15 +224,16 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 			slot = o.place(i)
 		}
 		so := slot.decode
-		side[id] = sideCPU
+		placed[id] = sideCPU
 		if so.HWAccel != "" && so.HWAccel != decode.HWNone {
-			side[id] = sideNVDEC
+			placed[id] = sideNVDEC
 		}
 		so.URL, so.StreamID, so.Realtime, so.Loop = o.Source, id, true, true
 		src, err := decode.New(so)
 		if err != nil {
 			return SweepPoint{}, err
 		}
+		srcs[id] = src
 		eng, batcher := eng, batcher
 		if slot.eng != nil {
 			eng, batcher = slot.eng, slot.batcher
@@ -270,13 +274,23 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 			return true
 		}
 	}
-	if n := len(side); n > 0 && n != countSide(side, sideNVDEC) && n != countSide(side, sideCPU) {
-		sink.side = side // both sides: report them apart
-	}
 	sleep(warm) // staggered starts, opens, first frames, catch-up
+	// The side each stream decodes on: NVDEC only if it opened there.
+	side, fellBack := map[string]int{}, 0
+	for id, src := range srcs {
+		side[id] = sideCPU
+		if info := src.Info(); info != nil && info.NVDEC {
+			side[id] = sideNVDEC
+		} else if placed[id] == sideNVDEC {
+			fellBack++
+		}
+	}
 	snap0 := breakdownSnapshot(reg, o.tools)
 	sched0 := readSched()
 	sink.mu.Lock()
+	if nv := countSide(side, sideNVDEC); (nv > 0 && nv < len(side)) || fellBack > 0 {
+		sink.side = side // report the two kinds apart
+	}
 	sink.on = true
 	sink.mu.Unlock()
 	start := time.Now()
@@ -296,7 +310,8 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	for err := range errs {
 		return SweepPoint{}, err
 	}
-	p := SweepPoint{Streams: n, OfferedFPS: decoded / el.Seconds(), ProcessedFPS: float64(processed) / el.Seconds()}
+	p := SweepPoint{Streams: n, OfferedFPS: decoded / el.Seconds(), ProcessedFPS: float64(processed) / el.Seconds(),
+		OnNVDEC: countSide(side, sideNVDEC)}
 	if decoded > 0 {
 		p.DropRatio = dropped / decoded
 	}
@@ -313,6 +328,9 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	}
 	if sink.side != nil {
 		p.Breakdown += "\n          " + sidesLine(sink.side, snap0, snap1, sideLat, el)
+		if fellBack > 0 {
+			p.Breakdown += fmt.Sprintf(" (%d placed on NVDEC decode on the CPU: NVDEC could not open them)", fellBack)
+		}
 	}
 	return p, nil
 }
@@ -326,7 +344,7 @@ func countSide(side map[string]int, s int) (n int) {
 	return n
 }
 
-// sidesLine reports the streams placed on NVDEC and on the CPU apart: streams,
+// sidesLine reports the streams decoding on NVDEC and on the CPU apart: streams,
 // offered and processed fps, the share of their decoded frames dropped,
 // and P99 (ms), from the per-stream counters of two snapshots
 // ("stream decoded ID", "stream dropped ID") and the latencies per side.
@@ -337,7 +355,7 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 		dropped[s] += b["stream dropped "+id] - a["stream dropped "+id]
 	}
 	var parts []string
-	for s, name := range []string{"on NVDEC", "on the CPU"} {
+	for s, name := range []string{"NVDEC", "CPU"} {
 		share := 0.0
 		if decoded[s] > 0 {
 			share = 100 * dropped[s] / decoded[s]
@@ -345,7 +363,7 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 		parts = append(parts, fmt.Sprintf("%s %d streams: offered %.1f, processed %.1f fps, dropped %.1f%%, P99 %.1f ms",
 			name, countSide(side, s), decoded[s]/el.Seconds(), float64(len(lat[s]))/el.Seconds(), share, ms(pipeline.Percentile(lat[s], 99))))
 	}
-	return "by placement: " + strings.Join(parts, "; ")
+	return "by decoder: " + strings.Join(parts, "; ")
 }
 
 // breakdownSnapshot reads the counters a sweep point compares, summed

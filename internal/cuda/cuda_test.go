@@ -22,7 +22,7 @@ func TestInitWithoutDriver(t *testing.T) {
 		t.Fatalf("Init() = %v, want an error wrapping ErrNoDriver", err)
 	}
 	t.Log(err)
-	for _, want := range []string{"no NVIDIA driver found", "libcuda.so.1", "falls back to the CPU"} {
+	for _, want := range []string{"no NVIDIA driver found", "libcuda.so.1", "GPU features need an NVIDIA driver"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Init() error %q does not mention %q", err, want)
 		}
@@ -94,7 +94,7 @@ func TestInitDriverMissingLibrary(t *testing.T) {
 	if !errors.Is(err, ErrNoDriver) {
 		t.Fatalf("initDriver(%q) = %v, want an error wrapping ErrNoDriver", lib, err)
 	}
-	for _, want := range []string{"cuda: no NVIDIA driver found (" + lib + ": ", "GPU features need an NVIDIA driver; vigil falls back to the CPU"} {
+	for _, want := range []string{"cuda: no NVIDIA driver found (" + lib + ": ", "GPU features need an NVIDIA driver"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}

@@ -34,12 +34,12 @@ func initDriver(lib string) error {
 	case 0:
 	case 1:
 		return &wrapped{
-			msg:  fmt.Sprintf("%v (%s); GPU features need an NVIDIA driver; vigil falls back to the CPU", ErrNoDriver, withLib(lib, msg)),
+			msg:  fmt.Sprintf("%v (%s); GPU features need an NVIDIA driver", ErrNoDriver, withLib(lib, msg)),
 			errs: []error{ErrNoDriver},
 		}
 	default:
 		return &wrapped{
-			msg:  fmt.Sprintf("%v (%s has no %s: the driver is too old); GPU features need a newer NVIDIA driver; vigil falls back to the CPU", ErrNoDriver, lib, msg),
+			msg:  fmt.Sprintf("%v (%s has no %s: the driver is too old); GPU features need a newer NVIDIA driver", ErrNoDriver, lib, msg),
 			errs: []error{ErrNoDriver},
 		}
 	}
@@ -49,7 +49,7 @@ func initDriver(lib string) error {
 		case cudaErrorNoDevice, cudaErrorStubLibrary, cudaErrorSystemNotReady,
 			cudaErrorDriverMismatch, cudaErrorCompatNotSupp:
 			return &wrapped{
-				msg:  fmt.Sprintf("%v (%s); GPU features need an NVIDIA driver and GPU; vigil falls back to the CPU", ErrNoDriver, e.detail()),
+				msg:  fmt.Sprintf("%v (%s); GPU features need an NVIDIA driver and GPU", ErrNoDriver, e.detail()),
 				errs: []error{ErrNoDriver, e},
 			}
 		}

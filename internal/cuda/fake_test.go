@@ -105,7 +105,7 @@ func TestFakeDriverChild(t *testing.T) {
 			t.Fatalf("Init() = %v, want ErrNoDriver and cuInit's CUDA_ERROR_NO_DEVICE", err)
 		}
 		t.Log(err)
-		for _, want := range []string{"cuda: no NVIDIA driver found (cuInit: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected)", "falls back to the CPU"} {
+		for _, want := range []string{"cuda: no NVIDIA driver found (cuInit: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected)", "GPU features need an NVIDIA driver and GPU"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not contain %q", err, want)
 			}
