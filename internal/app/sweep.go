@@ -278,11 +278,16 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	// The side each stream decodes on: NVDEC only if it opened there.
 	side, fellBack := map[string]int{}, 0
 	for id, src := range srcs {
-		side[id] = sideCPU
-		if info := src.Info(); info != nil && info.NVDEC {
+		switch info := src.Info(); {
+		case info == nil: // not open yet: where it was placed
+			side[id] = placed[id]
+		case info.NVDEC:
 			side[id] = sideNVDEC
-		} else if placed[id] == sideNVDEC {
-			fellBack++
+		default:
+			side[id] = sideCPU
+			if placed[id] == sideNVDEC {
+				fellBack++
+			}
 		}
 	}
 	snap0 := breakdownSnapshot(reg, o.tools)
