@@ -205,13 +205,13 @@ func (b *Batcher) plan(now time.Time, pend []*batchReq) (n int, until time.Time)
 	// Waiting for one more request would make a batch of n+1.
 	est := b.estimate(n+1, now)
 	hold, ahead := b.cfg.MaxQueueDelay, time.Duration(0)
-	if b.running.Load() > 0 && est > 0 {
+	if b.running.Load() > 0 {
 		// A batch runs: this one would queue behind it. Hold it for about
 		// one batch time (by then the running one has normally ended and
 		// woken the dispatcher; the bound keeps requests that every full
 		// batch passes over, those without a deadline, from waiting for
 		// ever), and count one batch ahead of it against the deadline.
-		// With no trusted estimate there is no hold.
+		// With no trusted estimate (0) that is MaxQueueDelay, no hold.
 		hold, ahead = max(hold, est), est
 	}
 	until = oldest.Add(hold)

@@ -430,6 +430,13 @@ func newDecodePlacer(c *config.Config, gpus int) *pipeline.Placer {
 	return pipeline.NewPlacerCapacity(caps)
 }
 
+// placeDecoder places stream id, on GPU gi of gpus, on that GPU's NVDEC or
+// on the CPU with the placer of newDecodePlacer (sticky, like
+// Placer.PlaceAmong); true for NVDEC.
+func placeDecoder(p *pipeline.Placer, id string, gi, gpus int) (nvdec bool) {
+	return p.PlaceAmong(id, 1, []int{gi, gpus}) != gpus
+}
+
 // gpuChain is the GPU part of the provider chain infer.provider asks for
 // (auto and tensorrt: tensorrt then cuda; cuda: cuda; cpu: none).
 func gpuChain(p string) []ortdev.Provider {

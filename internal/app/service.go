@@ -138,8 +138,7 @@ func (s *service) start(sp registry.Spec, version string) {
 		s.specs[sp.ID] = sp
 		version += "@gpu" + strconv.Itoa(dev)
 		if s.decoders != nil {
-			cpu := len(s.devices)
-			nvdec = s.decoders.PlaceAmong(sp.ID, 1, []int{gi, cpu}) != cpu
+			nvdec = placeDecoder(s.decoders, sp.ID, gi, len(s.devices))
 			version += "/" + decodeSide(nvdec)
 		}
 	}

@@ -229,7 +229,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		}
 		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to decode.nvdec_fps %.0f per GPU : decode.cpu_fps %.0f (%s)\n", nv, cpu, src)
 	}
-	placement := newBenchPlacement(&c, devs, nv, cpu)
+	placement := newBenchPlacement(&c, devs)
 	placement.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return perDev[k].eng, perDev[k].batcher }
 	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, place: placement.at, tools: tools}
 	limited := false

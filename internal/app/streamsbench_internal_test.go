@@ -53,7 +53,8 @@ func TestSidesLine(t *testing.T) {
 func TestBenchPlacement(t *testing.T) {
 	c := config.Default()
 	c.Decode.HWAccel = "hybrid"
-	p := newBenchPlacement(&c, []int{3, 5}, 200, 100) // NVDEC 200 fps per GPU, CPU 100
+	c.Decode.NVDECFPS, c.Decode.CPUFPS = 200, 100 // NVDEC 200 fps per GPU, CPU 100
+	p := newBenchPlacement(&c, []int{3, 5})
 	devs, nvdec := map[int]int{}, 0
 	for i := range 10 {
 		s := p.at(i)
@@ -70,7 +71,7 @@ func TestBenchPlacement(t *testing.T) {
 	require.Equal(t, p.at(7), p.at(7))
 
 	c.Decode.HWAccel = "none"
-	one := newBenchPlacement(&c, []int{0}, 200, 100)
+	one := newBenchPlacement(&c, []int{0})
 	require.Equal(t, decode.HWNone, one.at(0).decode.HWAccel)
 	require.Zero(t, one.at(0).decode.Threads, "FFmpeg's own thread count outside hybrid")
 }
@@ -98,7 +99,7 @@ func TestSweepPointGatePerEngine(t *testing.T) {
 	c := config.Default()
 	var cur, peak atomic.Int32
 	engs := []pipeline.Engine{peakEngine{0, &cur, &peak}, peakEngine{1, &cur, &peak}}
-	p := newBenchPlacement(&c, []int{0, 1}, 100, 100)
+	p := newBenchPlacement(&c, []int{0, 1})
 	p.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return engs[k], nil }
 	o := SweepOptions{Source: testenv.Media(t, "Megamind.avi"), Each: time.Second, Warmup: time.Second, Budget: time.Second, place: p.at}
 	if _, err := sweepPoint(context.Background(), engs[0], nil, o, 4, true); err != nil {

@@ -95,8 +95,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 	if err := openRuntime(&c); err != nil {
 		return nil, nil, err
 	}
-	nv, cpu := hybridCapacity(&c)
-	o.place = newBenchPlacement(&c, []int{c.Infer.Device}, nv, cpu).at
+	o.place = newBenchPlacement(&c, []int{c.Infer.Device}).at
 	engs, tools := toolEngines(&c)
 	o.tools = tools
 	defer engs.close()
@@ -170,8 +169,8 @@ type latencySink struct {
 	on  bool
 	lat []time.Duration
 	n   int
-	// With hybrid decoding: each stream's side (sideNVDEC or sideCPU) and
-	// the latencies per side.
+	// When streams decode on both NVDEC and the CPU: each stream's side
+	// (sideNVDEC or sideCPU) and the latencies per side.
 	side    map[string]int
 	sideLat [2][]time.Duration
 }
@@ -586,8 +585,8 @@ type benchSlot struct {
 
 // benchPlacement places bench streams as vigil run places streams: each on
 // the device with the fewest streams (pipeline.Placer), and with hybrid
-// decoding on that GPU's NVDEC or on the CPU, in proportion to the
-// capacities nv (per GPU) and cpu (frames/s; newDecodePlacer).
+// decoding on that GPU's NVDEC or on the CPU, in proportion to their
+// capacities (newDecodePlacer, placeDecoder).
 // CPU-decoded streams use one decoder thread each, as the CPU ceiling's
 // decodes do. Stream i's place depends only on streams 0..i-1, so every
 // point of a run places its first streams alike. Safe for concurrent use.
@@ -602,12 +601,8 @@ type benchPlacement struct {
 	engines func(k int) (pipeline.Engine, *pipeline.Batcher)
 }
 
-func newBenchPlacement(c *config.Config, devs []int, nv, cpu float64) *benchPlacement {
-	p := &benchPlacement{c: c, devs: devs, gpus: pipeline.NewPlacer(len(devs))}
-	if c.Decode.HWAccel == "hybrid" {
-		p.decoders = pipeline.NewPlacerCapacity(append(slices.Repeat([]float64{nv}, len(devs)), cpu))
-	}
-	return p
+func newBenchPlacement(c *config.Config, devs []int) *benchPlacement {
+	return &benchPlacement{c: c, devs: devs, gpus: pipeline.NewPlacer(len(devs)), decoders: newDecodePlacer(c, len(devs))}
 }
 
 // at returns stream i's slot.
@@ -619,8 +614,7 @@ func (p *benchPlacement) at(i int) benchSlot {
 		k := p.gpus.Place(id, 1)
 		s, nvdec := benchSlot{dev: p.devs[k]}, true
 		if p.decoders != nil {
-			cpu := len(p.devs)
-			nvdec = p.decoders.PlaceAmong(id, 1, []int{k, cpu}) != cpu
+			nvdec = placeDecoder(p.decoders, id, k, len(p.devs))
 		}
 		s.decode = withHW(decode.Options{}, p.c, s.dev, nvdec)
 		if !nvdec {
