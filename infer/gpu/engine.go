@@ -46,6 +46,9 @@ type Options struct {
 	// CUDAGraph replays each run as a CUDA graph after warm-up (the CUDA
 	// EP's enable_cuda_graph; TensorRT's trt_cuda_graph_enable).
 	CUDAGraph bool
+	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32):
+	// faster convolutions, detections drifting slightly from fp32's.
+	TF32 bool
 	// TensorRT settings; ProfileShapes is filled in from the model's fixed
 	// input shape when empty.
 	TensorRT ortdev.TensorRTOptions
@@ -279,7 +282,7 @@ func (e *Engine) open() error {
 	var skipped []string
 	for k := 0; k < len(e.o.Providers); {
 		sess, err := ortdev.Open(ortdev.Options{Model: e.o.Path, Providers: e.o.Providers[k:], DeviceID: e.o.Device,
-			ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TensorRT: trt})
+			ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TF32: e.o.TF32, TensorRT: trt})
 		if err != nil {
 			if len(skipped) > 0 {
 				return fmt.Errorf("%s; %w", strings.Join(skipped, "; "), err)

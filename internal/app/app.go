@@ -469,7 +469,7 @@ func (e *engines) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (
 		// With NVDEC decoding, runs are eager.
 		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && e.cfg.Decode.HWAccel == "none"
 		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-			IoUThreshold: m.IoUThreshold, Device: dev, Providers: chain, CUDAGraph: graph,
+			IoUThreshold: m.IoUThreshold, Device: dev, Providers: chain, CUDAGraph: graph, TF32: ic.TF32,
 			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
 		if err == nil {
 			choice := g.Choice()

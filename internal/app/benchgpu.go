@@ -236,7 +236,7 @@ func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file strin
 	sc := decode.NewScaler()
 	defer sc.Close()
 	eng, err := gpu.Open(gpu.Options{Name: m.Name, Path: file, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-		IoUThreshold: m.IoUThreshold, Device: c.Infer.Device, Providers: chain, CUDAGraph: graph, Slots: c.Infer.Slots, Resizer: sc,
+		IoUThreshold: m.IoUThreshold, Device: c.Infer.Device, Providers: chain, CUDAGraph: graph, TF32: c.Infer.TF32, Slots: c.Infer.Slots, Resizer: sc,
 		OnBatch: func(bt gpu.BatchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }})
 	if err != nil {
 		return row, nil, "", err

@@ -119,6 +119,11 @@ type Infer struct {
 	Devices []int `yaml:"devices"`
 	// CUDAGraph replays each GPU run as a CUDA graph (default true).
 	CUDAGraph *bool `yaml:"cuda_graph"`
+	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32;
+	// default false): faster convolutions on Ampere and later, with inputs
+	// rounded to a 10-bit mantissa, so detections drift slightly from the
+	// CPU engine's.
+	TF32 bool `yaml:"tf32"`
 	// Slots is the GPU engine's pinned staging slots, i.e. batches in
 	// flight per engine (default 2: double buffering).
 	Slots int `yaml:"slots"`
