@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -76,14 +75,6 @@ type Options struct {
 	// decoder waits while HWSurfaces frames are out. Default 8; 1080p NV12
 	// frames are 3.1 MB each.
 	HWSurfaces int
-	// Nice, from 1 to 19, runs the decoding at this Linux nice value (a
-	// lower priority than the process's): Run then decodes on a goroutine
-	// locked to an OS thread of its own, sets the thread's nice value
-	// (setpriority on its thread ID; FFmpeg's own decoder threads, which
-	// it starts, inherit it) and ends that thread when it returns, so no
-	// other goroutine ever runs at the lowered priority. 0 leaves the
-	// priority alone; so does any value on other systems.
-	Nice int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -172,23 +163,6 @@ func (s *Source) Info() *Info { return s.info.Load() }
 // ends, ctx.Err() when ctx ends, and otherwise an error naming the
 // (redacted) URL and the failing FFmpeg step.
 func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
-	if s.o.Nice <= 0 || !canNice {
-		return s.run(ctx, emit)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		// No UnlockOSThread: the runtime ends a locked thread whose
-		// goroutine exits, so the lowered priority dies with it.
-		runtime.LockOSThread()
-		if err := setThreadNice(s.o.Nice); err != nil {
-			s.o.Logger.Warn("decode.software_nice not applied; decoding at the process's priority", zap.Int("nice", s.o.Nice), zap.Error(err))
-		}
-		errc <- s.run(ctx, emit)
-	}()
-	return <-errc
-}
-
-func (s *Source) run(ctx context.Context, emit func(*pipeline.Frame)) error {
 	for {
 		end, err := s.runOnce(ctx, emit)
 		if ctx.Err() != nil {

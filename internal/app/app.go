@@ -392,9 +392,6 @@ func withHW(o decode.Options, c *config.Config, dev int, nvdec bool) decode.Opti
 			o.HWAccel = decode.HWAuto
 		}
 	}
-	if o.HWAccel == decode.HWNone {
-		o.Nice = c.Decode.SoftwareNice
-	}
 	return o
 }
 

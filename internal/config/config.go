@@ -157,14 +157,6 @@ type Decode struct {
 	// per-stream pool of device frames of this size, and the decoder waits
 	// when all are out.
 	HWSurfaces int `yaml:"hw_surfaces"`
-	// SoftwareNice is the Linux nice value (0 to 19; default 0: the
-	// process's own) of each stream that decodes on the CPU, set on the
-	// thread that decodes it. Above 0 the software decoders give way, when
-	// the cores are short, to the NVDEC streams' threads (about 1 ms of CPU
-	// per frame against about 10 for a software-decoded 1080p frame) and
-	// to the engine and batcher, which every frame waits on. Ignored on
-	// other systems.
-	SoftwareNice int `yaml:"software_nice"`
 }
 
 // TensorRT configures ONNX Runtime's TensorRT execution provider (see
@@ -499,9 +491,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Decode.HWSurfaces < 1 || c.Decode.HWSurfaces > 64 {
 		p.add("decode.hw_surfaces", "%d: want 1 to 64", c.Decode.HWSurfaces)
-	}
-	if c.Decode.SoftwareNice < 0 || c.Decode.SoftwareNice > 19 {
-		p.add("decode.software_nice", "%d: want 0 to 19 (a lower priority than the process's; raising it needs privileges vigil does not ask for)", c.Decode.SoftwareNice)
 	}
 	if c.Infer.Device < 0 {
 		p.add("infer.device", "%d: want a CUDA device ordinal, 0 or more", c.Infer.Device)
