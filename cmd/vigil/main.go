@@ -95,6 +95,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case app.IsBadInput(err):
 		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
 		return 2
+	case errors.As(err, new(*app.InterruptedError)):
+		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
+		return 130
 	default:
 		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
 		return 1

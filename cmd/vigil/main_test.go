@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -39,6 +40,8 @@ func writeConfig(t *testing.T, body string) string {
 func TestBadInput(t *testing.T) {
 	megamind := testenv.Media(t, "Megamind.avi")
 	front := testenv.Model(t, "face_detection_front_128x128_barracuda.onnx")
+	notVideo := filepath.Join(t.TempDir(), "notes.mp4")
+	require.NoError(t, os.WriteFile(notVideo, []byte("shopping list: milk, eggs\n"), 0o644))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -73,6 +76,8 @@ func TestBadInput(t *testing.T) {
 		{"shapes API URL", []string{"shapes", "--api", "ftp://cam"}, []string{`--api "ftp://cam"`}},
 		{"shapes bad config", []string{"shapes", "--config", writeConfig(t, "infer: {batch_sizes: [0]}\n")}, []string{"infer.batch_sizes"}},
 		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
+		{"bench --streams on a file that is not video", []string{"bench", "--streams", "--ceiling", "0", "--source", notVideo},
+			[]string{"--source " + notVideo, "not a video vigil can decode"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -89,6 +94,39 @@ func TestBadInput(t *testing.T) {
 			require.NotContains(t, stderr, "pw@", "credentials are redacted")
 		})
 	}
+}
+
+// Ctrl-C during bench --streams: status 130 and one line saying which
+// point was cut short and that the lines printed before it stand.
+func TestBenchStreamsInterrupted(t *testing.T) {
+	// SIGINT goes to the whole test process; this keeps it from killing
+	// the test should it arrive after the bench has stopped listening.
+	keep := make(chan os.Signal, 1)
+	signal.Notify(keep, os.Interrupt)
+	defer signal.Stop(keep)
+
+	cfg := writeConfig(t, "infer: {provider: cpu}\n")
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	rc := make(chan int, 1)
+	go func() {
+		rc <- run([]string{"bench", "--streams", "--config", cfg, "--source", testenv.Media(t, "Megamind.avi"), "--model", "blazeface",
+			"--ceiling", "0", "--start", "1", "--step", "1", "--max-streams", "64", "--warmup", "1s", "--each", "1s", "--budget-ms", "2000"}, pw, &errb)
+		pw.Close()
+	}()
+	var out []string
+	sc := bufio.NewScanner(pr)
+	signalled := false
+	for sc.Scan() {
+		out = append(out, sc.Text())
+		if !signalled && strings.Contains(sc.Text(), "drops:") { // the first point is complete
+			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+			signalled = true
+		}
+	}
+	require.True(t, signalled, "no point completed:\n%s\n%s", strings.Join(out, "\n"), errb.String())
+	require.Equal(t, 130, <-rc, "stdout:\n%s\nstderr: %s", strings.Join(out, "\n"), errb.String())
+	require.Equal(t, "vigil bench: interrupted during the 2-stream point (not counted); the lines above are complete measurements, and 1 stream passed\n", errb.String())
 }
 
 func TestCheckConfigShippedConfigs(t *testing.T) {

@@ -48,6 +48,15 @@ type BadInputError struct{ Err error }
 func (e *BadInputError) Error() string { return e.Err.Error() }
 func (e *BadInputError) Unwrap() error { return e.Err }
 
+// InterruptedError is returned by a tool (bench) stopped by SIGINT or
+// SIGTERM before it finished: What names the step it was in. It wraps
+// context.Canceled; cmd/vigil exits 130 on it (128 + SIGINT, the shell's
+// convention).
+type InterruptedError struct{ What string }
+
+func (e *InterruptedError) Error() string { return "interrupted " + e.What }
+func (e *InterruptedError) Unwrap() error { return context.Canceled }
+
 func badInput(err error) error {
 	if err == nil {
 		return nil

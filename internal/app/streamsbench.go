@@ -23,6 +23,7 @@ import (
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/hwmon"
+	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -137,6 +138,14 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	} else if st.IsDir() {
 		return r, badInput(fmt.Errorf("--source %s: a directory, not a video file", o.Source))
 	}
+	// A file that is not video (or not one FFmpeg decodes) fails now, not
+	// at the first point after a minute of ceilings.
+	if _, _, err := probeSize(ctx, registry.Spec{ID: "source", URL: o.Source}, 10*time.Second); err != nil {
+		if ctx.Err() != nil {
+			return r, &InterruptedError{What: "while opening --source"}
+		}
+		return r, badInput(fmt.Errorf("--source %s: not a video vigil can decode: %w", o.Source, err))
+	}
 	if !o.NoCeilings {
 		if _, err := exec.LookPath(o.FFmpeg); err != nil {
 			return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
@@ -181,6 +190,9 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if o.NoCeilings {
 		fmt.Fprintf(out, "  decode-only ceilings skipped\n")
 	} else if err := measureCeilings(ctx, o, devs, &r, out); err != nil {
+		if ctx.Err() != nil {
+			return r, &InterruptedError{What: "while measuring the decode-only ceilings; nothing was measured"}
+		}
 		return r, err
 	}
 
@@ -255,8 +267,17 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		p, err := sweepPoint(ctx, perDev[0].eng, perDev[0].batcher, so, n, true)
 		stop()
 		swg.Wait()
-		if err == nil && ctx.Err() != nil {
-			err = ctx.Err() // interrupted: the point is not a measurement
+		if ctx.Err() != nil { // interrupted: the point is not a measurement
+			done := "no point was complete"
+			if len(r.Points) > 0 {
+				done = "the lines above are complete measurements"
+				if r.Best.Streams == 1 {
+					done += ", and 1 stream passed"
+				} else if r.Best.Streams > 1 {
+					done += fmt.Sprintf(", and %d streams passed", r.Best.Streams)
+				}
+			}
+			return r, &InterruptedError{What: fmt.Sprintf("during the %d-stream point (not counted); %s", n, done)}
 		}
 		if err != nil {
 			return r, err
