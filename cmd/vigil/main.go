@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,7 +49,8 @@ Usage:
   vigil version                    print version information
 
 Run 'vigil COMMAND --help' for a command's flags.
-Exit status: 0 success, 1 runtime failure, 2 bad input (flags, config, model or URL).
+Exit status: 0 success, 1 runtime failure, 2 bad input (flags, config, model or URL),
+130 a bench stopped by Ctrl-C or SIGTERM before it finished.
 `
 
 func main() {
@@ -153,18 +155,26 @@ func signalContext(stderr io.Writer, grace time.Duration) (context.Context, cont
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{}) // closed by stop: the command has returned
 	go func() {
-		<-ch
+		select {
+		case <-ch:
+		case <-done:
+			return
+		}
 		cancel()
 		select {
 		case <-ch:
 			fmt.Fprintln(stderr, "vigil: second signal, exiting now")
 		case <-time.After(grace):
 			fmt.Fprintf(stderr, "vigil: shutdown took longer than %s, exiting now\n", grace)
+		case <-done:
+			return
 		}
 		os.Exit(1)
 	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
+	var once sync.Once
+	return ctx, func() { once.Do(func() { signal.Stop(ch); cancel(); close(done) }) }
 }
 
 func cmdRun(args []string, stderr io.Writer) error {

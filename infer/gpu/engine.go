@@ -46,8 +46,9 @@ type Options struct {
 	// CUDAGraph replays each run as a CUDA graph after warm-up (the CUDA
 	// EP's enable_cuda_graph; TensorRT's trt_cuda_graph_enable).
 	CUDAGraph bool
-	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32):
-	// faster convolutions, detections drifting slightly from fp32's.
+	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32),
+	// which can make convolutions faster; detections drift slightly from
+	// fp32's.
 	TF32 bool
 	// TensorRT settings; ProfileShapes is filled in from the model's fixed
 	// input shape when empty.

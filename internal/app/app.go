@@ -54,7 +54,11 @@ func (e *BadInputError) Unwrap() error { return e.Err }
 // convention).
 type InterruptedError struct{ What string }
 
+// Error is "interrupted " and What.
 func (e *InterruptedError) Error() string { return "interrupted " + e.What }
+
+// Unwrap returns context.Canceled, so errors.Is(err, context.Canceled)
+// holds.
 func (e *InterruptedError) Unwrap() error { return context.Canceled }
 
 func badInput(err error) error {

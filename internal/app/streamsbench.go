@@ -94,11 +94,19 @@ type StreamsResult struct {
 // against the combined ceiling (the sum of the two measured apart, as the
 // benchmark is specified) and against both run together, with NVML's
 // decoder utilisation. Each point also prints where frames went, the
-// batches, CPU use and memory (SweepPoint.Breakdown). Errors: bad options
-// or a missing --source or --ffmpeg (bad input), the runtime or the
-// model not opening, a stream that cannot start, or ctx ending.
-func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Logger, out io.Writer) (StreamsResult, error) {
-	var r StreamsResult
+// batches, CPU use and memory (SweepPoint.Breakdown). Errors: bad options,
+// a missing --source or --ffmpeg, or a --source FFmpeg cannot decode
+// (*BadInputError); the runtime or the model not opening, or a stream that
+// cannot start; *InterruptedError, naming the step, when ctx ends first
+// (the point it cuts short is not counted).
+func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Logger, out io.Writer) (r StreamsResult, err error) {
+	defer func() {
+		// ctx ended during a step that has no message of its own (the
+		// runtime or the engines opening): say so, not "context canceled".
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, new(*InterruptedError)) {
+			err = &InterruptedError{What: "before the first point; nothing was measured"}
+		}
+	}()
 	if o.Source == "" {
 		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
 	}
@@ -139,12 +147,14 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		return r, badInput(fmt.Errorf("--source %s: a directory, not a video file", o.Source))
 	}
 	// A file that is not video (or not one FFmpeg decodes) fails now, not
-	// at the first point after a minute of ceilings.
+	// at the first point after a minute of ceilings. FFmpeg's own log
+	// lines would go to stderr around the one line of the error.
+	decode.SetLogger(nil)
 	if _, _, err := probeSize(ctx, registry.Spec{ID: "source", URL: o.Source}, 10*time.Second); err != nil {
 		if ctx.Err() != nil {
 			return r, &InterruptedError{What: "while opening --source"}
 		}
-		return r, badInput(fmt.Errorf("--source %s: not a video vigil can decode: %w", o.Source, err))
+		return r, badInput(fmt.Errorf("--source: not a video vigil can decode: %w", err))
 	}
 	if !o.NoCeilings {
 		if _, err := exec.LookPath(o.FFmpeg); err != nil {
@@ -162,7 +172,6 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if _, err := c.ResolveModel(o.Model); err != nil {
 		return r, badInput(fmt.Errorf("--model: %w", err))
 	}
-	decode.SetLogger(nil)
 	if err := openRuntime(&c); err != nil {
 		return r, err
 	}
@@ -191,7 +200,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		fmt.Fprintf(out, "  decode-only ceilings skipped\n")
 	} else if err := measureCeilings(ctx, o, devs, &r, out); err != nil {
 		if ctx.Err() != nil {
-			return r, &InterruptedError{What: "while measuring the decode-only ceilings; nothing was measured"}
+			return r, &InterruptedError{What: "while measuring the decode-only ceilings; vigil itself was not measured"}
 		}
 		return r, err
 	}
@@ -267,7 +276,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		p, err := sweepPoint(ctx, perDev[0].eng, perDev[0].batcher, so, n, true)
 		stop()
 		swg.Wait()
-		if ctx.Err() != nil { // interrupted: the point is not a measurement
+		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) { // interrupted: the point is not a measurement
 			done := "no point was complete"
 			if len(r.Points) > 0 {
 				done = "the lines above are complete measurements"

@@ -120,7 +120,8 @@ type Infer struct {
 	// CUDAGraph replays each GPU run as a CUDA graph (default true).
 	CUDAGraph *bool `yaml:"cuda_graph"`
 	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32;
-	// default false): faster convolutions on Ampere and later, with inputs
+	// default false), which can make convolutions faster on Ampere and later
+	// (not measured against fp32 here, docs/performance.md), with inputs
 	// rounded to a 10-bit mantissa, so detections drift slightly from the
 	// CPU engine's.
 	TF32 bool `yaml:"tf32"`
