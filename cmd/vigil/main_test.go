@@ -130,6 +130,25 @@ func TestBenchStreamsInterrupted(t *testing.T) {
 	require.Equal(t, "vigil bench: interrupted during the 2-stream point (not counted); the lines above are complete measurements, and 1 stream passed\n", errb.String())
 }
 
+// A command that returns after the first signal stops the signal watch:
+// its shutdown deadline must not exit the process later (it used to, and
+// killed whatever ran next in the same process).
+func TestSignalContextStops(t *testing.T) {
+	keep := make(chan os.Signal, 1)
+	signal.Notify(keep, os.Interrupt)
+	defer signal.Stop(keep)
+	ctx, stop := signalContext(io.Discard, 50*time.Millisecond)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGINT did not end the context")
+	}
+	stop()
+	stop() // idempotent
+	time.Sleep(300 * time.Millisecond) // six times the grace: the process is still here
+}
+
 func TestCheckConfigShippedConfigs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "configs", "*.yaml"))
 	require.NoError(t, err)
