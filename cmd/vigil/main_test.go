@@ -96,6 +96,33 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// Ctrl-C during the plain bench: status 130 and one line, not "context
+// canceled" with status 1.
+func TestBenchInterrupted(t *testing.T) {
+	keep := make(chan os.Signal, 1)
+	signal.Notify(keep, os.Interrupt)
+	defer signal.Stop(keep)
+	clip := testenv.Media(t, "Megamind.avi")
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	rc := make(chan int, 1)
+	go func() {
+		rc <- run([]string{"bench", "--source", clip, "--duration", "5s"}, pw, &errb)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	signalled := false
+	for sc.Scan() {
+		if !signalled && strings.Contains(sc.Text(), "decode only") { // the first phase is done
+			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+			signalled = true
+		}
+	}
+	require.True(t, signalled, "no phase completed: %s", errb.String())
+	require.Equal(t, 130, <-rc, errb.String())
+	require.Equal(t, "vigil bench: interrupted before the bench finished; its figures are incomplete\n", errb.String())
+}
+
 // Ctrl-C during bench --streams: status 130 and one line saying which
 // point was cut short and that the lines printed before it stand.
 func TestBenchStreamsInterrupted(t *testing.T) {

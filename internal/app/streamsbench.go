@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
@@ -138,13 +140,20 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if len(bad) > 0 {
 		return r, badInput(fmt.Errorf("bench --streams: %s", strings.Join(bad, "; ")))
 	}
-	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
-		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
+	kind, path, err := decode.ParseURL(o.Source)
+	if err != nil {
+		return r, badInput(fmt.Errorf("--source: %w", err))
 	}
+	if kind != decode.KindFile {
+		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", decode.RedactURL(o.Source)))
+	}
+	o.Source = strings.TrimPrefix(path, "file:") // a file:// URL becomes its path, for ffmpeg too
 	if st, err := os.Stat(o.Source); err != nil {
 		return r, badInput(fmt.Errorf("--source %s: %w", o.Source, err))
 	} else if st.IsDir() {
 		return r, badInput(fmt.Errorf("--source %s: a directory, not a video file", o.Source))
+	} else if !st.Mode().IsRegular() {
+		return r, badInput(fmt.Errorf("--source %s: not a regular file (%s); the copies loop it, so it must be a file", o.Source, st.Mode().Type()))
 	}
 	// A file that is not video (or not one FFmpeg decodes) fails now, not
 	// at the first point after a minute of ceilings. FFmpeg's own log
@@ -168,12 +177,18 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 			return r, badInput(fmt.Errorf("decode.hwaccel cuda: NVDEC is not available here (%w); use auto, hybrid or none", err))
 		}
 	}
-	// A wrong model name fails now, not after a minute of ceilings.
-	if _, err := c.ResolveModel(o.Model); err != nil {
+	// A wrong model name or a missing file fails now, not after a minute
+	// of ceilings (a file ONNX Runtime cannot load: once it is open, below).
+	if err := c.CheckModel(o.Model); err != nil {
 		return r, badInput(fmt.Errorf("--model: %w", err))
 	}
 	if err := openRuntime(&c); err != nil {
 		return r, err
+	}
+	if m, err := c.ResolveModel(o.Model); err == nil {
+		if _, err := infer.Inspect(m.File, m.Adapter); err != nil {
+			return r, badInput(fmt.Errorf("--model: %w", err))
+		}
 	}
 	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
 
@@ -203,6 +218,9 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 			return r, &InterruptedError{What: "while measuring the decode-only ceilings; vigil itself was not measured"}
 		}
 		return r, err
+	} else if r.Combined == 0 {
+		// Every ffmpeg run failed: the ratios would be meaningless.
+		return r, fmt.Errorf("every decode-only ceiling failed (see the n/a lines); check --ffmpeg %s, or skip the ceilings with --ceiling 0", o.FFmpeg)
 	}
 
 	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
@@ -314,14 +332,14 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		r.Best = p
 	}
 	if r.Best.Streams == 0 {
-		fmt.Fprintf(out, "result: not even %d streams within the budget\n", o.Start)
+		fmt.Fprintf(out, "result: not even %s within the budget\n", plural(o.Start, "stream"))
 		return r, nil
 	}
 	atLeast := ""
 	if !limited {
 		atLeast = "at least " // --max-streams reached without a failure
 	}
-	vs := "no decode ceiling measured"
+	vs := "no decode ceiling measured (--ceiling 0)"
 	if r.Combined > 0 {
 		vs = fmt.Sprintf("%.2f × the combined decode ceiling", r.Best.ProcessedFPS/r.Combined)
 	}
@@ -332,8 +350,13 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if hw != nil {
 		nvdec = fmt.Sprintf("up to %.0f%%", 100*r.DecoderMax)
 	}
-	fmt.Fprintf(out, "result: %s%d streams within P99 %s: %.1f fps processed = %s; NVDEC utilisation %s\n",
-		atLeast, r.Best.Streams, o.Budget, r.Best.ProcessedFPS, vs, nvdec)
+	if r.Combined > 0 {
+		vs = "= " + vs
+	} else {
+		vs = "; " + vs
+	}
+	fmt.Fprintf(out, "result: %s%s within P99 %s: %.1f fps processed %s; NVDEC utilisation %s\n",
+		atLeast, plural(r.Best.Streams, "stream"), o.Budget, r.Best.ProcessedFPS, vs, nvdec)
 	return r, nil
 }
 
@@ -353,6 +376,9 @@ func measureCeilings(ctx context.Context, o StreamsOptions, devs []int, r *Strea
 	best, bestK := map[string]float64{}, map[string]int{}
 	for _, run := range runs {
 		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, devs, run.k, o.CeilingFor)
+		if ctx.Err() != nil {
+			return ctx.Err() // interrupted: not a result to print
+		}
 		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
 		if err != nil {
 			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
@@ -406,6 +432,10 @@ func familyGauge(reg prometheus.Gatherer, name string) float64 {
 	}
 	return v
 }
+
+// ffAddr matches the context addresses in FFmpeg's log lines, e.g.
+// "[AVHWDeviceContext @ 0x55842096d6c0]".
+var ffAddr = regexp.MustCompile(`\[(\w+) @ 0x[0-9a-f]+\]`)
 
 // ffmpegCeiling runs k parallel ffmpeg decodes of src, looped, for about
 // d, and returns their aggregate decoded frames per second in the steady
@@ -482,8 +512,14 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, devs []int, k 
 			if ctx.Err() != nil && parent.Err() == nil { // stopped at d, as intended
 				err = nil
 			}
-			if err != nil && stderr.Len() > 0 {
-				err = fmt.Errorf("%s: %s", filepath.Base(ffmpeg), oneLine(stderr.String()))
+			if err != nil {
+				// FFmpeg's own reason when it gave one, without its
+				// "[Context @ 0x...]" addresses; else the exit status.
+				why := err.Error()
+				if stderr.Len() > 0 {
+					why = ffAddr.ReplaceAllString(oneLine(stderr.String()), "[$1]")
+				}
+				err = fmt.Errorf("%s: %s", ffmpeg, why)
 			}
 			results <- res{rate.fps(), err}
 		}()
@@ -545,4 +581,12 @@ func (p *progressRate) fps() float64 {
 		return 0
 	}
 	return float64(p.n1-p.n0) / (p.t1 - p.t0).Seconds()
+}
+
+// plural is "1 stream", "2 streams".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -3,7 +3,10 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +96,51 @@ func TestBenchStreamsDevices(t *testing.T) {
 		require.Zero(t, r.Points[0].OnNVDEC)
 	}
 	require.Len(t, r.Points, 1)
+}
+
+// Inputs a user gives: a file:// URL is its file; a FIFO, a model file
+// ONNX Runtime cannot load and an ffmpeg that fails every ceiling are
+// refused with what was wrong, before any point runs.
+func TestBenchStreamsInputs(t *testing.T) {
+	c := config.Default()
+	c.Infer.Provider = "cpu"
+	clip := testenv.Media(t, "Megamind.avi")
+	one := app.StreamsOptions{Model: "blazeface", Start: 1, Step: 1, Max: 1, Each: time.Second, Warmup: 500 * time.Millisecond,
+		Budget: time.Second, NoCeilings: true}
+	var out bytes.Buffer
+	o := one
+	o.Source = "file://" + clip
+	r, err := app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	require.NoError(t, err, out.String())
+	require.Len(t, r.Points, 1)
+	require.Contains(t, out.String(), "result: at least 1 stream within")
+
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	o = one
+	o.Source = fifo
+	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	var bad *app.BadInputError
+	require.ErrorAs(t, err, &bad)
+	require.ErrorContains(t, err, "not a regular file")
+
+	corrupt := filepath.Join(t.TempDir(), "broken.onnx")
+	require.NoError(t, os.WriteFile(corrupt, []byte("not a model"), 0o644))
+	out.Reset()
+	o = one
+	o.Source, o.Model, o.NoCeilings, o.CeilingFor = clip, corrupt, false, 4*time.Second
+	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	require.ErrorAs(t, err, &bad)
+	require.ErrorContains(t, err, "--model: model "+corrupt)
+	require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
+
+	out.Reset()
+	o = one
+	o.Source, o.NoCeilings, o.CeilingFor, o.FFmpeg = clip, false, 4*time.Second, "/bin/false"
+	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	require.EqualError(t, err, "every decode-only ceiling failed (see the n/a lines); check --ffmpeg /bin/false, or skip the ceilings with --ceiling 0")
+	require.Contains(t, out.String(), "n/a: /bin/false: exit status 1")
+	require.NotContains(t, out.String(), "streams    offered", "no point runs without a ceiling")
 }
 
 // Each bad number is named, with what is wanted.
