@@ -172,7 +172,7 @@ func TestSignalContextStops(t *testing.T) {
 		t.Fatal("SIGINT did not end the context")
 	}
 	stop()
-	stop() // idempotent
+	stop()                             // idempotent
 	time.Sleep(300 * time.Millisecond) // six times the grace: the process is still here
 }
 
