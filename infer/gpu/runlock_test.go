@@ -23,41 +23,32 @@ func TestRunLock(t *testing.T) {
 		}
 	}
 	const long, short = 10 * time.Second, 100 * time.Millisecond
+	// waitsFor checks that the run trying in c does not start while the
+	// one holding release runs, and starts once release is called; it
+	// returns the run's unlock.
+	waitsFor := func(c <-chan func(), release func(), what string) func() {
+		t.Helper()
+		if _, ok := wait(c, short); ok {
+			t.Fatalf("%s: ran beside the other", what)
+		}
+		release()
+		u, ok := wait(c, long)
+		if !ok {
+			t.Fatalf("%s: did not start when the other ended", what)
+		}
+		return u
+	}
 
 	u0 := runLock(0, false)
 	u1, ok := wait(try(1, false), long)
 	if !ok {
 		t.Fatal("a run on GPU 1 waited for one on GPU 0")
 	}
-	second := try(0, false)
-	if _, ok := wait(second, short); ok {
-		t.Fatal("two runs on GPU 0 at once")
-	}
-	u0()
-	u, ok := wait(second, long)
-	if !ok {
-		t.Fatal("the second run on GPU 0 did not start when the first ended")
-	}
+	u := waitsFor(try(0, false), u0, "a second run on GPU 0")
 	u()
 	u1()
 
-	ug := runLock(0, true)
-	plain := try(1, false)
-	if _, ok := wait(plain, short); ok {
-		t.Fatal("a run beside one with CUDA graphs")
-	}
-	ug()
-	u, ok = wait(plain, long)
-	if !ok {
-		t.Fatal("the run did not start when the one with CUDA graphs ended")
-	}
-	graph := try(1, true)
-	if _, ok := wait(graph, short); ok {
-		t.Fatal("a run with CUDA graphs beside another run")
-	}
-	u()
-	if u, ok = wait(graph, long); !ok {
-		t.Fatal("the run with CUDA graphs did not start when the other ended")
-	}
+	u = waitsFor(try(1, false), runLock(0, true), "a run after one with CUDA graphs")
+	u = waitsFor(try(1, true), u, "a run with CUDA graphs after another run")
 	u()
 }
