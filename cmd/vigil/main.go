@@ -366,7 +366,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 		_, err = app.BenchGPU(ctx, c, g, stdout)
-		return interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
+		return app.Interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
 	}
 	if *sweep {
 		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each < 100*time.Millisecond || *budgetMS <= 0 {
@@ -396,7 +396,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
 			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, stdout)
-		return interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
+		return app.Interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
 	}
 	if o.Duration <= 0 {
 		return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
@@ -407,17 +407,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	_, err = app.Bench(ctx, c, o, log, stdout)
-	return interrupted(ctx, err, "before the bench finished; its figures are incomplete")
-}
-
-// interrupted turns err into an *app.InterruptedError (exit status 130)
-// when ctx ended by a signal while the tool ran, so that Ctrl-C reads as
-// an interruption and not as "context canceled".
-func interrupted(ctx context.Context, err error, what string) error {
-	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) || errors.As(err, new(*app.InterruptedError)) {
-		return err
-	}
-	return &app.InterruptedError{What: what}
+	return app.Interrupted(ctx, err, "before the bench finished; its figures are incomplete")
 }
 
 // startCPUProfile writes a Go CPU profile to path until the returned stop

@@ -61,6 +61,17 @@ func (e *InterruptedError) Error() string { return "interrupted " + e.What }
 // holds.
 func (e *InterruptedError) Unwrap() error { return context.Canceled }
 
+// Interrupted returns err as an *InterruptedError naming what when ctx
+// ended (a signal) and err is that cancellation, e.g. a tool's "context
+// canceled" from a step with no message of its own; any other err, and an
+// err that already is an *InterruptedError, is returned as it is.
+func Interrupted(ctx context.Context, err error, what string) error {
+	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) || errors.As(err, new(*InterruptedError)) {
+		return err
+	}
+	return &InterruptedError{What: what}
+}
+
 func badInput(err error) error {
 	if err == nil {
 		return nil

@@ -105,9 +105,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	defer func() {
 		// ctx ended during a step that has no message of its own (the
 		// runtime or the engines opening): say so, not "context canceled".
-		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, new(*InterruptedError)) {
-			err = &InterruptedError{What: "before the first point; nothing was measured"}
-		}
+		err = Interrupted(ctx, err, "before the first point; nothing was measured")
 	}()
 	if o.Source == "" {
 		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
@@ -298,10 +296,8 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 			done := "no point was complete"
 			if len(r.Points) > 0 {
 				done = "the lines above are complete measurements"
-				if r.Best.Streams == 1 {
-					done += ", and 1 stream passed"
-				} else if r.Best.Streams > 1 {
-					done += fmt.Sprintf(", and %d streams passed", r.Best.Streams)
+				if r.Best.Streams > 0 {
+					done += ", and " + plural(r.Best.Streams, "stream") + " passed"
 				}
 			}
 			return r, &InterruptedError{What: fmt.Sprintf("during the %d-stream point (not counted); %s", n, done)}
