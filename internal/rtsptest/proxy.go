@@ -299,17 +299,18 @@ func (p *Proxy) write(c *proxyConn, d *proxyDir) {
 }
 
 // killLocked closes both sides of c, logging why when err is not nil.
-// p.mu must be held.
+// The reason is logged before the sockets close, so that a peer (or a
+// test) that sees the close can already read why. p.mu must be held.
 func (p *Proxy) killLocked(c *proxyConn, err error) {
 	if c.dead {
 		return
 	}
 	c.dead = true
+	if err != nil {
+		p.t.Logf("rtsptest: proxy %s: connection %d: %v", p.Addr(), c.id, err)
+	}
 	_ = c.client.Close()
 	_ = c.server.Close()
 	delete(p.conns, c)
 	p.cond.Broadcast()
-	if err != nil {
-		p.t.Logf("rtsptest: proxy %s: connection %d: %v", p.Addr(), c.id, err)
-	}
 }
