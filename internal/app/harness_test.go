@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,37 @@ func startVigil(t *testing.T, dataDir, body string) *vigil {
 	require.NoError(t, err)
 	t.Cleanup(v.stop)
 	return v
+}
+
+// waitLogs waits up to 10 s until each regular expression in patterns
+// matches vigil's log, and fails the test with the log when one does not.
+// A line written just after an effect a test can see (a stream is running
+// a moment before the line saying that it started is written) can lag it,
+// so tests wait for log lines rather than read them once.
+func (v *vigil) waitLogs(patterns ...string) {
+	v.t.Helper()
+	res := make([]*regexp.Regexp, len(patterns))
+	for i, p := range patterns {
+		res[i] = regexp.MustCompile(p)
+	}
+	missing := ""
+	ok := func() bool {
+		logs := v.logs.String()
+		for i, re := range res {
+			if !re.MatchString(logs) {
+				missing = patterns[i]
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			v.t.Fatalf("no log line matches %s in 10 s:\n%s", missing, v.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (v *vigil) stop() {

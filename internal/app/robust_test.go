@@ -214,12 +214,12 @@ func addRunning(t *testing.T, v *vigil, prefix string, n int) {
 func TestPlacementAcrossDevices(t *testing.T) {
 	v := startVigil(t, t.TempDir(), "infer: {provider: cpu, devices: [0, 1]}\npipeline: {progress_interval: 0s}\n")
 	addRunning(t, v, "p", 4)
-	logs := v.logs.String()
+	var started []string
 	for i, dev := range []int{0, 1, 0, 1} {
-		require.Contains(t, logs, fmt.Sprintf(`"stream":"p%d","url":`, i))
-		require.Regexp(t, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"p%d","url":"[^"]*","device":%d`, i, dev), logs)
+		started = append(started, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"p%d","url":"[^"]*","device":%d`, i, dev))
 	}
-	require.Equal(t, 2, strings.Count(logs, `"msg":"model loaded`), "one engine per device")
+	v.waitLogs(started...)
+	require.Equal(t, 2, strings.Count(v.logs.String(), `"msg":"model loaded`), "one engine per device")
 	// Remove both streams of device 1: one stream of device 0 moves there.
 	for _, id := range []string{"p1", "p3"} {
 		code, b := v.call("DELETE", "/v1/streams/"+id, "")
@@ -239,10 +239,11 @@ func TestPlacementAcrossDevices(t *testing.T) {
 func TestHybridDecoderPlacement(t *testing.T) {
 	v := startVigil(t, t.TempDir(), "infer: {provider: cpu}\ndecode: {hwaccel: hybrid, nvdec_fps: 100, cpu_fps: 100}\npipeline: {progress_interval: 0s}\n")
 	addRunning(t, v, "h", 4)
-	logs := v.logs.String()
+	var started []string
 	for i, dec := range []string{"nvdec", "cpu", "nvdec", "cpu"} {
-		require.Regexp(t, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"h%d","url":"[^"]*","device":0,"decoder":"hybrid: %s"`, i, dec), logs)
+		started = append(started, fmt.Sprintf(`"msg":"stream \(re\)started","stream":"h%d","url":"[^"]*","device":0,"decoder":"hybrid: %s"`, i, dec))
 	}
+	v.waitLogs(started...)
 	// Remove both CPU streams: one NVDEC stream moves to the CPU.
 	for _, id := range []string{"h1", "h3"} {
 		code, b := v.call("DELETE", "/v1/streams/"+id, "")
