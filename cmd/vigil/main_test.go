@@ -139,7 +139,7 @@ func TestBenchStreamsInterrupted(t *testing.T) {
 	rc := make(chan int, 1)
 	go func() {
 		rc <- run([]string{"bench", "--streams", "--config", cfg, "--source", clip, "--model", "blazeface",
-			"--ceiling", "0", "--start", "1", "--step", "1", "--max-streams", "64", "--warmup", "1s", "--each", "1s", "--budget-ms", "2000"}, pw, &errb)
+			"--ceiling", "0", "--start", "1", "--step", "1", "--max-streams", "64", "--warmup", "1s", "--each", "2s", "--budget-ms", "2000"}, pw, &errb)
 		pw.Close()
 	}()
 	var out []string

@@ -109,10 +109,10 @@ streams:
 	// The stream counts a frame as processed just after publishing it, so
 	// the last frame's counters can lag its message by a moment.
 	wants := []string{
-		`vigil_frames_decoded_total{stream="megamind"} 270`,
-		`vigil_frames_processed_total{stream="megamind"} 270`,
+		`vigil_frames_decoded_total{stream="megamind"} 270` + "\n",
+		`vigil_frames_processed_total{stream="megamind"} 270` + "\n",
 		`vigil_stage_latency_seconds_bucket{stage="infer",stream="megamind"`,
-		`vigil_stage_latency_seconds_count{stage="total",stream="megamind"} 270`,
+		`vigil_stage_latency_seconds_count{stage="total",stream="megamind"} 270` + "\n",
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		resp, err := http.Get(metricsURL)

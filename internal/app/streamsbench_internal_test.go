@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -106,4 +107,37 @@ func TestSweepPointGatePerEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	require.GreaterOrEqual(t, peak.Load(), int32(2), "the two devices' engines never ran at once: one gate for both")
+}
+
+// The by-decoder line splits the point's offered frames: its two sides'
+// offered fps add up to the point's (to the 0.1 fps printed), all counted
+// over the one window. Without a GPU the NVDEC side falls back to the CPU,
+// which still prints the line.
+func TestSweepPointSidesAddUp(t *testing.T) {
+	c := config.Default()
+	c.Decode.HWAccel = "hybrid"
+	c.Decode.NVDECFPS, c.Decode.CPUFPS = 100, 100
+	var cur, peak atomic.Int32
+	eng := peakEngine{0, &cur, &peak}
+	p := newBenchPlacement(&c, []int{0})
+	p.engines = func(int) (pipeline.Engine, *pipeline.Batcher) { return eng, nil }
+	o := SweepOptions{Source: testenv.Media(t, "Megamind.avi"), Each: time.Second, Warmup: time.Second, Budget: time.Second, place: p.at}
+	pt, err := sweepPoint(context.Background(), eng, nil, o, 2, true)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`NVDEC (\d+) streams: offered ([0-9.]+), .*; CPU (\d+) streams: offered ([0-9.]+), `).FindStringSubmatch(pt.Breakdown)
+	require.NotNil(t, m, "no by-decoder line:\n%s", pt.Breakdown)
+	require.Equal(t, 2, atoi(t, m[1])+atoi(t, m[3]), "streams on the two sides")
+	nv, err := strconv.ParseFloat(m[2], 64)
+	require.NoError(t, err)
+	cpu, err := strconv.ParseFloat(m[4], 64)
+	require.NoError(t, err)
+	require.Positive(t, pt.OfferedFPS)
+	require.InDelta(t, pt.OfferedFPS, nv+cpu, 0.11, pt.Breakdown)
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }

@@ -105,7 +105,9 @@ func TestBenchStreamsInputs(t *testing.T) {
 	c := config.Default()
 	c.Infer.Provider = "cpu"
 	clip := testenv.Media(t, "Megamind.avi")
-	one := app.StreamsOptions{Model: "blazeface", Start: 1, Step: 1, Max: 1, Each: time.Second, Warmup: 500 * time.Millisecond,
+	// 2 s points: at 24 fps a frame in flight as the window opens or
+	// closes is 2 % of a point, well inside the 95 % pass rule (4 % at 1 s).
+	one := app.StreamsOptions{Model: "blazeface", Start: 1, Step: 1, Max: 1, Each: 2 * time.Second, Warmup: 500 * time.Millisecond,
 		Budget: time.Second, NoCeilings: true}
 	var out bytes.Buffer
 	o := one

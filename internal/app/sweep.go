@@ -295,25 +295,28 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	if nv := countSide(side, sideNVDEC); (nv > 0 && nv < len(side)) || fellBack > 0 {
 		sink.side = side // report the two kinds apart
 	}
-	// Offered (decoded) and processed frames are counted over the same
-	// window: the decode counters are read under the sink's lock, as it
-	// opens and as it closes. (Read from the gathers around it instead,
-	// offered also counted the frames decoded while gathering, a frame or
-	// two per stream: 8 % of a 1 s point at 24 fps.)
+	// Offered (decoded), dropped and processed frames are counted over
+	// the same window: the decode and drop counters are read under the
+	// sink's lock, as it opens and as it closes. (Read from the gathers
+	// around it instead, offered also counted the frames decoded while
+	// gathering: up to 8 % of a 1 s point at 24 fps.)
 	sink.on = true
-	decoded0, dropped0 := counterSum(metrics.Decoded), counterSum(metrics.Dropped)
+	counts0 := frameCounts(metrics)
 	sink.mu.Unlock()
 	start := time.Now()
 	sleep(o.Each)
 	sink.mu.Lock()
 	el := time.Since(start)
 	sink.on = false
-	decoded, dropped := counterSum(metrics.Decoded)-decoded0, counterSum(metrics.Dropped)-dropped0
+	counts1 := frameCounts(metrics)
 	lat, processed := slices.Clone(sink.lat), sink.n
 	sideLat := [2][]time.Duration{slices.Clone(sink.sideLat[0]), slices.Clone(sink.sideLat[1])}
 	sink.mu.Unlock()
 	snap1 := breakdownSnapshot(reg, o.tools)
 	sched1 := readSched()
+	maps.Copy(snap0, counts0)
+	maps.Copy(snap1, counts1)
+	decoded, dropped := snap1["decoded"]-snap0["decoded"], snap1["dropped"]-snap0["dropped"]
 	cancel()
 	wg.Wait()
 	close(errs)
@@ -376,23 +379,52 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 	return "by decoder: " + strings.Join(parts, "; ")
 }
 
-// breakdownSnapshot reads the counters a sweep point compares, summed
-// over regs (nil ones skipped), each gathered once: frames decoded and
-// dropped in all and per stream ("stream decoded ID", "stream dropped ID"),
-// drops by reason@stage, per stage the sum (s) and count of
-// frame latencies, the process's CPU seconds, the batcher's and GPU
-// engine's histograms, and the gauges of resident memory ("rss") and Go's
-// memory ("go total", "go released"; bytes).
-func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
-	m := map[string]float64{}
-	label := func(x *dto.Metric, name string) string {
-		for _, l := range x.GetLabel() {
-			if l.GetName() == name {
-				return l.GetValue()
+// frameCounts reads m's frame counters now (frames): "decoded" and
+// "dropped" over all streams, "stream decoded ID" and "stream dropped ID"
+// per stream, and "drop reason@stage". sweepPoint reads them as its
+// window opens and closes, under the sink's lock.
+func frameCounts(m *pipeline.Metrics) map[string]float64 {
+	out := map[string]float64{}
+	each := func(c *prometheus.CounterVec, f func(x *dto.Metric, v float64)) {
+		ch := make(chan prometheus.Metric)
+		go func() { c.Collect(ch); close(ch) }()
+		for s := range ch {
+			var x dto.Metric
+			if s.Write(&x) == nil {
+				f(&x, x.GetCounter().GetValue())
 			}
 		}
-		return ""
 	}
+	each(m.Decoded, func(x *dto.Metric, v float64) {
+		out["decoded"] += v
+		out["stream decoded "+labelValue(x, "stream")] += v
+	})
+	each(m.Dropped, func(x *dto.Metric, v float64) {
+		out["dropped"] += v
+		out["stream dropped "+labelValue(x, "stream")] += v
+		out["drop "+labelValue(x, "reason")+"@"+labelValue(x, "stage")] += v
+	})
+	return out
+}
+
+// labelValue returns the value of x's label called name ("" if none).
+func labelValue(x *dto.Metric, name string) string {
+	for _, l := range x.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// breakdownSnapshot reads the counters a sweep point compares, summed
+// over regs (nil ones skipped), each gathered once: per stage the sum (s)
+// and count of frame latencies, the process's CPU seconds, the batcher's
+// and GPU engine's histograms, and the gauges of resident memory ("rss")
+// and Go's memory ("go total", "go released"; bytes). The frame counters
+// come from frameCounts.
+func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
+	m := map[string]float64{}
 	for _, reg := range regs {
 		if reg == nil {
 			continue
@@ -413,25 +445,15 @@ func breakdownSnapshot(regs ...prometheus.Gatherer) map[string]float64 {
 				m["n "+k] += float64(x.GetHistogram().GetSampleCount())
 			}
 		}
-		add("decoded", "vigil_frames_decoded_total")
 		add("cpu", "process_cpu_seconds_total")
 		add("late", "vigil_batch_late_total")
 		add("rss", "process_resident_memory_bytes")
 		add("go total", "go_memory_classes_total_bytes")
 		add("go released", "go_memory_classes_heap_released_bytes")
-		for _, x := range fams["vigil_frames_dropped_total"] {
-			v := x.GetCounter().GetValue()
-			m["drop "+label(x, "reason")+"@"+label(x, "stage")] += v
-			m["dropped"] += v
-			m["stream dropped "+label(x, "stream")] += v
-		}
-		for _, x := range fams["vigil_frames_decoded_total"] {
-			m["stream decoded "+label(x, "stream")] += x.GetCounter().GetValue()
-		}
-		hist("vigil_stage_latency_seconds", "", func(x *dto.Metric) string { return label(x, "stage") })
+		hist("vigil_stage_latency_seconds", "", func(x *dto.Metric) string { return labelValue(x, "stage") })
 		hist("vigil_batch_size", "batch", nil)
 		hist("vigil_engine_batch_seconds", "exec", nil)
-		hist("vigil_gpu_batch_stage_seconds", "gpu", func(x *dto.Metric) string { return label(x, "stage") })
+		hist("vigil_gpu_batch_stage_seconds", "gpu", func(x *dto.Metric) string { return labelValue(x, "stage") })
 	}
 	return m
 }
@@ -526,21 +548,6 @@ func gathered(reg prometheus.Gatherer) map[string][]*dto.Metric {
 		out[mf.GetName()] = mf.Metric
 	}
 	return out
-}
-
-// counterSum returns the sum of every series of c, a counter or counter
-// vector (such as pipeline.Metrics.Decoded), read now; 0 when it has none.
-func counterSum(c prometheus.Collector) float64 {
-	ch := make(chan prometheus.Metric)
-	go func() { c.Collect(ch); close(ch) }()
-	sum := 0.0
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) == nil {
-			sum += d.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 // series returns the series of the family called name in reg (none when
