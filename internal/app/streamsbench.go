@@ -347,11 +347,11 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		nvdec = fmt.Sprintf("up to %.0f%%", 100*r.DecoderMax)
 	}
 	if r.Combined > 0 {
-		vs = "= " + vs
+		vs = " = " + vs
 	} else {
 		vs = "; " + vs
 	}
-	fmt.Fprintf(out, "result: %s%s within P99 %s: %.1f fps processed %s; NVDEC utilisation %s\n",
+	fmt.Fprintf(out, "result: %s%s within P99 %s: %.1f fps processed%s; NVDEC utilisation %s\n",
 		atLeast, plural(r.Best.Streams, "stream"), o.Budget, r.Best.ProcessedFPS, vs, nvdec)
 	return r, nil
 }

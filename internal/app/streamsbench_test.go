@@ -115,7 +115,7 @@ func TestBenchStreamsInputs(t *testing.T) {
 	r, err := app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
 	require.Len(t, r.Points, 1)
-	require.Contains(t, out.String(), "result: at least 1 stream within")
+	require.Regexp(t, `result: at least 1 stream within P99 1s: [0-9.]+ fps processed; no decode ceiling measured \(--ceiling 0\); NVDEC`, out.String())
 
 	fifo := filepath.Join(t.TempDir(), "pipe")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
