@@ -96,74 +96,67 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// Ctrl-C during the plain bench: status 130 and one line, not "context
-// canceled" with status 1.
-func TestBenchInterrupted(t *testing.T) {
+// ignoreSIGINT keeps the SIGINT a test sends its own process from killing
+// it should the signal arrive when nothing else listens (after the command
+// has stopped listening), until the test ends.
+func ignoreSIGINT(t *testing.T) {
 	keep := make(chan os.Signal, 1)
 	signal.Notify(keep, os.Interrupt)
-	defer signal.Stop(keep)
-	clip := testenv.Media(t, "Megamind.avi")
+	t.Cleanup(func() { signal.Stop(keep) })
+}
+
+// interruptAfter runs vigil with args, sends the process SIGINT once a
+// line of its stdout contains marker, and returns the exit status, the
+// stdout lines and stderr. It fails the test when no line contains marker.
+func interruptAfter(t *testing.T, marker string, args ...string) (rc int, out []string, stderr string) {
+	ignoreSIGINT(t)
 	pr, pw := io.Pipe()
 	var errb bytes.Buffer
-	rc := make(chan int, 1)
+	rcs := make(chan int, 1)
 	go func() {
-		rc <- run([]string{"bench", "--source", clip, "--duration", "5s"}, pw, &errb)
+		rcs <- run(args, pw, &errb)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)
 	signalled := false
 	for sc.Scan() {
-		if !signalled && strings.Contains(sc.Text(), "decode only") { // the first phase is done
+		out = append(out, sc.Text())
+		if !signalled && strings.Contains(sc.Text(), marker) {
 			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 			signalled = true
 		}
 	}
-	require.True(t, signalled, "no phase completed: %s", errb.String())
-	require.Equal(t, 130, <-rc, errb.String())
-	require.Equal(t, "vigil bench: interrupted before the bench finished; its figures are incomplete\n", errb.String())
+	rc = <-rcs
+	require.True(t, signalled, "no line with %q:\n%s\n%s", marker, strings.Join(out, "\n"), errb.String())
+	return rc, out, errb.String()
+}
+
+// Ctrl-C during the plain bench: status 130 and one line, not "context
+// canceled" with status 1.
+func TestBenchInterrupted(t *testing.T) {
+	clip := testenv.Media(t, "Megamind.avi")
+	rc, _, stderr := interruptAfter(t, "decode only", "bench", "--source", clip, "--duration", "5s") // the first phase is done
+	require.Equal(t, 130, rc, stderr)
+	require.Equal(t, "vigil bench: interrupted before the bench finished; its figures are incomplete\n", stderr)
 }
 
 // Ctrl-C during bench --streams: status 130 and one line saying which
 // point was cut short and that the lines printed before it stand.
 func TestBenchStreamsInterrupted(t *testing.T) {
-	// SIGINT goes to the whole test process; this keeps it from killing
-	// the test should it arrive after the bench has stopped listening.
-	keep := make(chan os.Signal, 1)
-	signal.Notify(keep, os.Interrupt)
-	defer signal.Stop(keep)
-
 	cfg := writeConfig(t, "infer: {provider: cpu}\n")
 	clip := testenv.Media(t, "Megamind.avi")
-	pr, pw := io.Pipe()
-	var errb bytes.Buffer
-	rc := make(chan int, 1)
-	go func() {
-		rc <- run([]string{"bench", "--streams", "--config", cfg, "--source", clip, "--model", "blazeface",
-			"--ceiling", "0", "--start", "1", "--step", "1", "--max-streams", "64", "--warmup", "1s", "--each", "2s", "--budget-ms", "2000"}, pw, &errb)
-		pw.Close()
-	}()
-	var out []string
-	sc := bufio.NewScanner(pr)
-	signalled := false
-	for sc.Scan() {
-		out = append(out, sc.Text())
-		if !signalled && strings.Contains(sc.Text(), "drops:") { // the first point is complete
-			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
-			signalled = true
-		}
-	}
-	require.True(t, signalled, "no point completed:\n%s\n%s", strings.Join(out, "\n"), errb.String())
-	require.Equal(t, 130, <-rc, "stdout:\n%s\nstderr: %s", strings.Join(out, "\n"), errb.String())
-	require.Equal(t, "vigil bench: interrupted during the 2-stream point (not counted); the lines above are complete measurements, and 1 stream passed\n", errb.String())
+	rc, out, stderr := interruptAfter(t, "drops:", // the first point is complete
+		"bench", "--streams", "--config", cfg, "--source", clip, "--model", "blazeface",
+		"--ceiling", "0", "--start", "1", "--step", "1", "--max-streams", "64", "--warmup", "1s", "--each", "2s", "--budget-ms", "2000")
+	require.Equal(t, 130, rc, "stdout:\n%s\nstderr: %s", strings.Join(out, "\n"), stderr)
+	require.Equal(t, "vigil bench: interrupted during the 2-stream point (not counted); the lines above are complete measurements, and 1 stream passed\n", stderr)
 }
 
 // A command that returns after the first signal stops the signal watch:
 // its shutdown deadline must not exit the process later (it used to, and
 // killed whatever ran next in the same process).
 func TestSignalContextStops(t *testing.T) {
-	keep := make(chan os.Signal, 1)
-	signal.Notify(keep, os.Interrupt)
-	defer signal.Stop(keep)
+	ignoreSIGINT(t)
 	ctx, stop := signalContext(io.Discard, 50*time.Millisecond)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	select {

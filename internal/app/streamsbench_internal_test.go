@@ -94,18 +94,28 @@ func (e peakEngine) Detect(pipeline.Image, *pipeline.StageTimes, []pipeline.Dete
 	return nil, nil
 }
 
+// benchPoint runs one sweep point of n Megamind streams with the policy,
+// placed by newBenchPlacement over len(engs) devices, device k running on
+// engs[k] (no batcher).
+func benchPoint(t *testing.T, c config.Config, engs []pipeline.Engine, n int) SweepPoint {
+	t.Helper()
+	devs := make([]int, len(engs))
+	for k := range devs {
+		devs[k] = k
+	}
+	p := newBenchPlacement(&c, devs)
+	p.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return engs[k], nil }
+	o := SweepOptions{Source: testenv.Media(t, "Megamind.avi"), Each: time.Second, Warmup: time.Second, Budget: time.Second, place: p.at}
+	pt, err := sweepPoint(context.Background(), engs[0], nil, o, n, true)
+	require.NoError(t, err)
+	return pt
+}
+
 // Without batching, each device's engine has a gate of its own, as in vigil
 // run: streams on two devices run their engines at the same time.
 func TestSweepPointGatePerEngine(t *testing.T) {
-	c := config.Default()
 	var cur, peak atomic.Int32
-	engs := []pipeline.Engine{peakEngine{0, &cur, &peak}, peakEngine{1, &cur, &peak}}
-	p := newBenchPlacement(&c, []int{0, 1})
-	p.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return engs[k], nil }
-	o := SweepOptions{Source: testenv.Media(t, "Megamind.avi"), Each: time.Second, Warmup: time.Second, Budget: time.Second, place: p.at}
-	if _, err := sweepPoint(context.Background(), engs[0], nil, o, 4, true); err != nil {
-		t.Fatal(err)
-	}
+	benchPoint(t, config.Default(), []pipeline.Engine{peakEngine{0, &cur, &peak}, peakEngine{1, &cur, &peak}}, 4)
 	require.GreaterOrEqual(t, peak.Load(), int32(2), "the two devices' engines never ran at once: one gate for both")
 }
 
@@ -118,26 +128,15 @@ func TestSweepPointSidesAddUp(t *testing.T) {
 	c.Decode.HWAccel = "hybrid"
 	c.Decode.NVDECFPS, c.Decode.CPUFPS = 100, 100
 	var cur, peak atomic.Int32
-	eng := peakEngine{0, &cur, &peak}
-	p := newBenchPlacement(&c, []int{0})
-	p.engines = func(int) (pipeline.Engine, *pipeline.Batcher) { return eng, nil }
-	o := SweepOptions{Source: testenv.Media(t, "Megamind.avi"), Each: time.Second, Warmup: time.Second, Budget: time.Second, place: p.at}
-	pt, err := sweepPoint(context.Background(), eng, nil, o, 2, true)
-	require.NoError(t, err)
+	pt := benchPoint(t, c, []pipeline.Engine{peakEngine{0, &cur, &peak}}, 2)
 	m := regexp.MustCompile(`NVDEC (\d+) streams: offered ([0-9.]+), .*; CPU (\d+) streams: offered ([0-9.]+), `).FindStringSubmatch(pt.Breakdown)
 	require.NotNil(t, m, "no by-decoder line:\n%s", pt.Breakdown)
-	require.Equal(t, 2, atoi(t, m[1])+atoi(t, m[3]), "streams on the two sides")
-	nv, err := strconv.ParseFloat(m[2], 64)
-	require.NoError(t, err)
-	cpu, err := strconv.ParseFloat(m[4], 64)
-	require.NoError(t, err)
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		require.NoError(t, err)
+		return v
+	}
+	require.Equal(t, 2.0, num(m[1])+num(m[3]), "streams on the two sides")
 	require.Positive(t, pt.OfferedFPS)
-	require.InDelta(t, pt.OfferedFPS, nv+cpu, 0.11, pt.Breakdown)
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err)
-	return n
+	require.InDelta(t, pt.OfferedFPS, num(m[2])+num(m[4]), 0.11, pt.Breakdown)
 }
