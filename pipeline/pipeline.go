@@ -96,6 +96,11 @@ type StageTimes struct {
 // Result is what the pipeline hands to a Sink for one processed frame.
 type Result struct {
 	StreamID string
+	// Epoch is the stream run's epoch (StreamConfig.Epoch): with Seq it
+	// identifies the frame across restarts and reconfigurations.
+	Epoch string
+	// Labels are the stream's labels (StreamConfig.Labels); read-only.
+	Labels   map[string]string
 	Seq      uint64
 	PTS      float64
 	Keyframe bool

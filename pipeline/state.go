@@ -34,6 +34,9 @@ const (
 // Event is a lifecycle event, published as JSON to vigil.<stream_id>.events.
 type Event struct {
 	StreamID string `json:"stream_id"`
+	// Epoch is the run of the stream the event belongs to (see NewEpoch);
+	// empty for events about the stream as a whole (degraded, restored).
+	Epoch string `json:"epoch,omitempty"`
 	// Type is the state entered (starting, running, reconnecting, failed,
 	// stopped), or degraded / restored.
 	Type State     `json:"type"`
@@ -68,6 +71,7 @@ type Status struct {
 	width      int
 	height     int
 	codec      string
+	epoch      string
 	in, out    rateMeter
 	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
 	queueDepth atomic.Int64 // frames in the stream's queue
@@ -80,6 +84,9 @@ type Status struct {
 type StatusSnapshot struct {
 	State State     `json:"state"`
 	Since time.Time `json:"since"`
+	// Epoch names the stream's current run (see NewEpoch); the epoch in
+	// its messages. Empty before the stream first started.
+	Epoch string `json:"epoch,omitempty"`
 	// FPSIn and FPSOut are decoded and published frames per second over
 	// the last 5 s.
 	FPSIn  float64 `json:"fps_in"`
@@ -105,7 +112,7 @@ func (s *Status) Snapshot() StatusSnapshot {
 	defer s.mu.Unlock()
 	now := time.Now()
 	return StatusSnapshot{
-		State: s.state, Since: s.since, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
+		State: s.state, Since: s.since, Epoch: s.epoch, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
 		LastFrame: s.lastFrame, LastError: s.lastErr, Reconnects: s.reconnects,
 		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
 	}
@@ -126,6 +133,12 @@ func (s *Status) set(st State, reason string) bool {
 	}
 	s.state, s.since = st, time.Now()
 	return true
+}
+
+func (s *Status) setEpoch(e string) {
+	s.mu.Lock()
+	s.epoch = e
+	s.mu.Unlock()
 }
 
 func (s *Status) frameIn(f *Frame, codec string) {

@@ -18,7 +18,13 @@ import (
 // StreamConfig wires one stream. Source, Engine and Sink are required.
 type StreamConfig struct {
 	// ID is the stream id, used in subjects, metric labels and logs.
-	ID     string
+	ID string
+	// Epoch names this run of the stream (see NewEpoch); RunStream makes
+	// one when it is empty. It goes into every result and event.
+	Epoch string
+	// Labels are the stream's free-form key/value pairs (the registry
+	// spec's labels), copied into every result; nil for none. Not modified.
+	Labels map[string]string
 	Source Source
 	Engine Engine
 	Sink   Sink
@@ -119,6 +125,10 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	if c.StaleAfter == 0 {
 		c.StaleAfter = 2 * time.Second
 	}
+	if c.Epoch == "" {
+		c.Epoch = NewEpoch()
+	}
+	c.Status.setEpoch(c.Epoch)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger, ctx: ctx}
@@ -203,7 +213,7 @@ func (s *stream) transition(st State, reason string, attempt int) {
 		return
 	}
 	if s.c.OnEvent != nil {
-		s.c.OnEvent(Event{StreamID: s.c.ID, Type: st, Time: time.Now(), Reason: reason, Attempt: attempt})
+		s.c.OnEvent(Event{StreamID: s.c.ID, Epoch: s.c.Epoch, Type: st, Time: time.Now(), Reason: reason, Attempt: attempt})
 	}
 }
 
@@ -419,7 +429,7 @@ func (s *stream) work(ctx context.Context) {
 			continue
 		}
 		res = Result{
-			StreamID: s.c.ID, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe,
+			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
 			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget,
 			DroppedSinceLast: int(s.sinceLast.Swap(0)),

@@ -20,20 +20,26 @@ var SchemaJSON []byte
 // Message is the wire form of one processed frame. Times are RFC 3339 with
 // nanoseconds in UTC; coordinates are source-frame pixels.
 type Message struct {
-	Schema   string  `json:"schema"`
-	StreamID string  `json:"stream_id"`
+	Schema   string `json:"schema"`
+	StreamID string `json:"stream_id"`
+	// Epoch names the run of the stream (pipeline.NewEpoch): 12 base-36
+	// digits, new at every start, restart and reconfiguration; Seq counts
+	// from 0 in each run.
+	Epoch    string  `json:"epoch"`
 	Seq      uint64  `json:"seq"`
 	PTS      float64 `json:"pts"` // seconds
 	Keyframe bool    `json:"keyframe"`
 	// CaptureTime is when the frame's own packet arrived (Frame.Arrival).
 	CaptureTime time.Time `json:"capture_time"`
 	// PublishTime is when this message was built.
-	PublishTime time.Time            `json:"publish_time"`
-	Width       int                  `json:"width"`  // source pixels
-	Height      int                  `json:"height"` // source pixels
-	Model       string               `json:"model"`
-	Detections  []pipeline.Detection `json:"detections"`
-	LatencyMS   Latency              `json:"latency_ms"`
+	PublishTime time.Time `json:"publish_time"`
+	Width       int       `json:"width"`  // source pixels
+	Height      int       `json:"height"` // source pixels
+	Model       string    `json:"model"`
+	// Labels are the stream's labels from its spec; absent when it has none.
+	Labels     map[string]string    `json:"labels,omitempty"`
+	Detections []pipeline.Detection `json:"detections"`
+	LatencyMS  Latency              `json:"latency_ms"`
 	// BudgetMS is the stream's latency budget in ms (0: none).
 	BudgetMS float64 `json:"budget_ms"`
 	// OverBudget: latency_ms.total exceeded budget_ms.
@@ -73,7 +79,7 @@ func stamp(r *pipeline.Result) Message {
 	}
 	st := r.Stages
 	return Message{
-		Schema: SchemaVersion, StreamID: r.StreamID, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe,
+		Schema: SchemaVersion, StreamID: r.StreamID, Epoch: r.Epoch, Labels: r.Labels, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe,
 		CaptureTime: r.Capture.UTC(), PublishTime: now.UTC(), Width: r.Width, Height: r.Height,
 		Model: r.Model, Detections: dets, BudgetMS: msec(r.Budget), OverBudget: r.OverBudget,
 		DroppedSinceLast: r.DroppedSinceLast,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,15 +18,32 @@ import (
 	"github.com/vigil-video/vigil/pipeline"
 )
 
-// Subject returns the detections subject for a stream:
-// <prefix>.<streamID>.detections. streamID must be a valid subject token
-// (config validation ensures it).
-func Subject(prefix, streamID string) string { return prefix + "." + streamID + ".detections" }
+// Kinds of per-stream subjects: <prefix>.<stream_id>.<kind>.
+const (
+	KindDetections = "detections" // one Message per processed frame
+	KindEvents     = "events"     // lifecycle events (pipeline.Event)
+	KindAlerts     = "alerts"     // rate-limited alerts (pipeline.Alert)
+)
 
-// MsgID returns the Nats-Msg-Id header value, <stream_id>/<seq>, which lets
-// a JetStream stream drop duplicates.
-func MsgID(streamID string, seq uint64) string {
-	return streamID + "/" + strconv.FormatUint(seq, 10)
+// StreamSubject returns <prefix>.<streamID>.<kind>. streamID must be a
+// valid subject token (config validation ensures it).
+func StreamSubject(prefix, streamID, kind string) string {
+	return prefix + "." + streamID + "." + kind
+}
+
+// Subject returns the detections subject for a stream:
+// <prefix>.<streamID>.detections.
+func Subject(prefix, streamID string) string { return StreamSubject(prefix, streamID, KindDetections) }
+
+// MsgID returns a detection message's Nats-Msg-Id header value,
+// <stream_id>/<epoch>/<seq>. A JetStream stream capturing the subject drops
+// a message whose id it has seen within its duplicate window (2 min by
+// default): the epoch (pipeline.NewEpoch) is new in every run of the
+// stream, so frames of a restarted or reconfigured stream, whose seq starts
+// at 0 again, are never taken for duplicates, while a client's retry of the
+// same message still is.
+func MsgID(streamID, epoch string, seq uint64) string {
+	return streamID + "/" + epoch + "/" + strconv.FormatUint(seq, 10)
 }
 
 // NATSOptions configure a NATS sink.
@@ -47,6 +65,10 @@ type NATS struct {
 	nc     *nats.Conn
 	prefix string
 	bufs   sync.Pool
+	// instance (a pipeline.NewEpoch made at dial) and n number the
+	// messages of PublishStream, for their Nats-Msg-Id.
+	instance string
+	n        atomic.Uint64
 }
 
 var _ pipeline.Sink = (*NATS)(nil)
@@ -92,7 +114,7 @@ func DialNATS(ctx context.Context, o NATSOptions) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", redact.URLs(o.URL), err)
 	}
-	return &NATS{nc: nc, prefix: o.Prefix}, nil
+	return &NATS{nc: nc, prefix: o.Prefix, instance: pipeline.NewEpoch()}, nil
 }
 
 // Conn returns the underlying connection (for other publishers, e.g. events).
@@ -113,13 +135,29 @@ func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 	}
 	msg := &nats.Msg{
 		Subject: Subject(s.prefix, r.StreamID),
-		Header:  nats.Header{"Nats-Msg-Id": []string{MsgID(r.StreamID, r.Seq)}},
+		Header:  nats.Header{"Nats-Msg-Id": []string{MsgID(r.StreamID, r.Epoch, r.Seq)}},
 		Data:    bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}),
 	}
 	if err := s.nc.PublishMsg(msg); err != nil {
 		return fmt.Errorf("publishing to %s: %w", msg.Subject, err)
 	}
 	finish(r)
+	return nil
+}
+
+// PublishStream publishes data (a JSON document) to
+// <prefix>.<streamID>.<kind> (KindEvents, KindAlerts) with header
+// Nats-Msg-Id <stream_id>/<kind>/<instance>/<n>: instance is new for every
+// connection vigil makes (pipeline.NewEpoch at DialNATS) and n counts this
+// connection's PublishStream messages from 1, so ids never repeat across
+// restarts. Errors come from the client (closed connection, reconnect
+// buffer full).
+func (s *NATS) PublishStream(streamID, kind string, data []byte) error {
+	id := streamID + "/" + kind + "/" + s.instance + "/" + strconv.FormatUint(s.n.Add(1), 10)
+	msg := &nats.Msg{Subject: StreamSubject(s.prefix, streamID, kind), Header: nats.Header{"Nats-Msg-Id": []string{id}}, Data: data}
+	if err := s.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("publishing to %s: %w", msg.Subject, err)
+	}
 	return nil
 }
 

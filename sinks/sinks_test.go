@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func result(seq uint64) *pipeline.Result {
 	now := time.Now()
 	return &pipeline.Result{
-		StreamID: "cam-1", Seq: seq, PTS: 1.5, Keyframe: true, Capture: now.Add(-20 * time.Millisecond),
+		StreamID: "cam-1", Epoch: "0000abcd1234", Labels: map[string]string{"site": "lab"}, Seq: seq, PTS: 1.5, Keyframe: true, Capture: now.Add(-20 * time.Millisecond),
 		Ready: now.Add(-time.Millisecond), Width: 720, Height: 528, Model: "blazeface",
 		Detections: []pipeline.Detection{{Label: "face", Score: 0.9, Box: pipeline.Box{X1: 1, Y1: 2, X2: 30, Y2: 40},
 			Keypoints: []pipeline.Point{{X: 5, Y: 6}}}},
@@ -54,11 +54,13 @@ func TestNATSPublish(t *testing.T) {
 	select {
 	case m := <-ch:
 		require.Equal(t, "vigil.cam-1.detections", m.Subject)
-		require.Equal(t, "cam-1/42", m.Header.Get("Nats-Msg-Id"))
+		require.Equal(t, "cam-1/0000abcd1234/42", m.Header.Get("Nats-Msg-Id"))
 		var msg sinks.Message
 		require.NoError(t, json.Unmarshal(m.Data, &msg))
 		require.Equal(t, sinks.SchemaVersion, msg.Schema)
 		require.Equal(t, uint64(42), msg.Seq)
+		require.Equal(t, "0000abcd1234", msg.Epoch)
+		require.Equal(t, map[string]string{"site": "lab"}, msg.Labels)
 		require.Len(t, msg.Detections, 1)
 		require.InDelta(t, 3.0, msg.LatencyMS.Infer, 1e-9)
 		require.GreaterOrEqual(t, msg.LatencyMS.Total, 20.0)

@@ -89,13 +89,18 @@ streams:
 	defer nc.Close()
 
 	faces := 0
+	var epoch string
 	for i, m := range msgs {
-		require.Equal(t, "megamind/"+strconv.Itoa(i), m.Header.Get("Nats-Msg-Id"))
 		var v any
 		require.NoError(t, json.Unmarshal(m.Data, &v))
 		require.NoError(t, schema.Validate(v), "message %d: %s", i, m.Data)
 		var msg sinks.Message
 		require.NoError(t, json.Unmarshal(m.Data, &msg))
+		if i == 0 {
+			epoch = msg.Epoch
+		}
+		require.Equal(t, epoch, msg.Epoch, "one run, one epoch")
+		require.Equal(t, "megamind/"+epoch+"/"+strconv.Itoa(i), m.Header.Get("Nats-Msg-Id"))
 		require.Equal(t, uint64(i), msg.Seq)
 		require.Equal(t, 720, msg.Width)
 		require.GreaterOrEqual(t, msg.LatencyMS.Total, msg.LatencyMS.Infer)

@@ -210,7 +210,7 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	}
 	s.stats.Register(sp.ID)
 	return pipeline.StreamConfig{
-		ID: sp.ID, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
+		ID: sp.ID, Labels: sp.Labels, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
 		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
@@ -244,7 +244,7 @@ func (s *service) alertLoop(ctx context.Context) {
 			known = current
 			for _, al := range a.Due(now) {
 				b, _ := json.Marshal(al)
-				if err := s.sink.Conn().Publish(s.c.NATS.SubjectPrefix+"."+al.StreamID+".alerts", b); err != nil {
+				if err := s.sink.PublishStream(al.StreamID, sinks.KindAlerts, b); err != nil {
 					s.log.Warn("publishing alert", zap.Error(err))
 				}
 				s.log.Warn("alert", zap.String("stream", al.StreamID), zap.String("type", al.Type), zap.Int("count", al.Count), zap.Any("reasons", al.Reasons))
@@ -314,7 +314,7 @@ func (s *service) setDegraded(id string, on bool, reason string) {
 func (s *service) publishEvent(e pipeline.Event) {
 	b, err := json.Marshal(e)
 	if err == nil {
-		err = s.sink.Conn().Publish(s.c.NATS.SubjectPrefix+"."+e.StreamID+".events", b)
+		err = s.sink.PublishStream(e.StreamID, sinks.KindEvents, b)
 	}
 	if err != nil {
 		s.log.Warn("publishing event", zap.String("stream", e.StreamID), zap.Error(err))
