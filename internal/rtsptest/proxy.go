@@ -51,6 +51,7 @@ type Proxy struct {
 	closed   bool
 	conns    map[*proxyConn]struct{}
 	nextID   int
+	fromSrv  int64 // bytes read from the target, all connections
 
 	wg sync.WaitGroup // the accept loop and every connection's goroutines
 }
@@ -172,6 +173,13 @@ func (p *Proxy) held() int {
 	return n
 }
 
+// fromServers returns how many bytes the proxy has read from the target.
+func (p *Proxy) fromServers() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fromSrv
+}
+
 // accept runs until the listener is closed.
 func (p *Proxy) accept() {
 	defer p.wg.Done()
@@ -236,6 +244,9 @@ func (p *Proxy) read(c *proxyConn, d *proxyDir) {
 			}
 			d.chunks = append(d.chunks, append([]byte(nil), buf[:n]...))
 			d.size += n
+			if d.src == c.server {
+				p.fromSrv += int64(n)
+			}
 			p.cond.Broadcast()
 		}
 		if err != nil {

@@ -1,26 +1,35 @@
 // Package rtsptest runs a real RTSP server (gst-rtsp-server, driven by the
 // server.py script next to this file through python3-gi) for tests.
 //
-// The server streams an H.264 Annex-B elementary stream (.h264) as RTP over
-// RTSP (TCP interleaved or UDP, as the client asks); EncodeH264 makes such a
-// file from any video ffmpeg can read. Typical use:
+// The server streams a video file as RTP over RTSP (TCP interleaved or UDP,
+// as the client asks): an H.264 Annex-B elementary stream without B-frames
+// (.h264), or MPEG-TS (.ts) with H.264 or HEVC, B-frames allowed, whose PTS
+// and DTS it keeps. These make such files from any video ffmpeg can read:
+//
+//   - EncodeH264: .h264, no B-frames;
+//   - EncodeH264BFrames: .ts, H.264 with 3 B-frames (PTS out of decode order);
+//   - EncodeHEVCCRA: .ts, open-GOP HEVC cut so that it starts at a CRA
+//     picture whose RASL pictures reference pictures a client never gets.
+//
+// Typical use:
 //
 //	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
 //	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
 //	// ... open srv.URL ...
 //
-// Options.StallAfter and Options.FirstFrameDelay make the server misbehave
+// Options.StallAfter, Options.FirstFrameDelay and Options.PacketLoss (or
+// Server.SetPacketLoss), and Server.ResetTimestamps make the server misbehave
 // like a real camera; StartProxy puts a TCP proxy in front of it (or of any
 // TCP server) whose Pause and Resume simulate a network cut.
 //
 // It needs python3 with the gi module and gir1.2-gst-rtsp-server-1.0,
-// gstreamer1.0-plugins-{base,good,bad}, and the ffmpeg CLI with libx264.
+// gstreamer1.0-plugins-{base,good,bad}, and the ffmpeg CLI with libx264 and
+// libx265 (all installed by scripts/setup.sh).
 package rtsptest
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -35,67 +44,6 @@ import (
 	"testing"
 	"time"
 )
-
-// encodeArgs are the libx264 settings of EncodeH264; they are part of the
-// cache key. No B-frames (server.py derives PTS from DTS), a keyframe every
-// 25 frames, one slice per frame.
-var encodeArgs = []string{"-an", "-c:v", "libx264", "-preset", "veryfast",
-	"-g", "25", "-bf", "0", "-pix_fmt", "yuv420p", "-f", "h264"}
-
-// EncodeH264 re-encodes the video src with the ffmpeg CLI into an H.264
-// Annex-B elementary stream (the format Start serves) of at most maxFrames
-// frames (all when maxFrames <= 0), at src's frame rate, and returns its path.
-// The result is cached under os.TempDir()/vigil-rtsptest, keyed by src's
-// path, size and maxFrames, so repeated runs do not re-encode.
-func EncodeH264(t testing.TB, src string, maxFrames int) string {
-	t.Helper()
-	ffmpeg, err := exec.LookPath("ffmpeg")
-	if err != nil {
-		t.Fatalf("rtsptest: the ffmpeg CLI is needed to encode test streams (apt-get install ffmpeg): %v", err)
-	}
-	abs, err := filepath.Abs(src)
-	if err != nil {
-		t.Fatalf("rtsptest: %v", err)
-	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		t.Fatalf("rtsptest: source video: %v", err)
-	}
-	key := fmt.Sprintf("%s\x00%d\x00%d\x00%s", abs, fi.Size(), maxFrames, strings.Join(encodeArgs, " "))
-	sum := sha256.Sum256([]byte(key))
-	dir := filepath.Join(os.TempDir(), "vigil-rtsptest")
-	out := filepath.Join(dir, hex.EncodeToString(sum[:8])+".h264")
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("rtsptest: %v", err)
-	}
-	tmp, err := os.CreateTemp(dir, "encode-*.h264")
-	if err != nil {
-		t.Fatalf("rtsptest: %v", err)
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name()) // no-op once renamed
-
-	args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-i", abs}
-	if maxFrames > 0 {
-		args = append(args, "-frames:v", strconv.Itoa(maxFrames))
-	}
-	args = append(append(args, encodeArgs...), tmp.Name())
-	start := time.Now()
-	if msg, err := exec.Command(ffmpeg, args...).CombinedOutput(); err != nil {
-		t.Fatalf("rtsptest: ffmpeg %s: %v\n%s", strings.Join(args, " "), err, msg)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		t.Fatalf("rtsptest: %v", err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		t.Fatalf("rtsptest: %v", err)
-	}
-	t.Logf("rtsptest: encoded %s (%d frames max) to %s in %v", src, maxFrames, out, time.Since(start).Round(time.Millisecond))
-	return out
-}
 
 // Options configures Start.
 type Options struct {
@@ -121,6 +69,27 @@ type Options struct {
 	// that needs that long per session). StallAfter still counts from the
 	// first DESCRIBE: include the delay in it when combining them.
 	FirstFrameDelay time.Duration
+	// PacketLoss, when positive, is the fraction of RTP packets (0 to 1)
+	// that the server drops, at random but reproducibly (the same packets
+	// of a file on every run: the generator is seeded with 1 for each
+	// media). Their sequence numbers are used up, so a client sees them as
+	// lost on the way; RTCP is not dropped. SetPacketLoss changes it while
+	// the server runs.
+	//
+	// Decision: the packets are dropped in the server, right after the
+	// payloader, rather than by a UDP proxy in front of it (what a network
+	// would do), because:
+	//   - it works alike for RTP over UDP and over TCP (interleaved);
+	//   - a UDP proxy must also be an RTSP proxy: it has to rewrite the
+	//     client_port and server_port parameters of every SETUP's Transport
+	//     header and relay two UDP ports each way per stream (RTP and
+	//     RTCP), which is a second RTSP implementation to get right and to
+	//     keep leak-free, for the same packets missing.
+	// What the client sees is the same: RTP sequence numbers with gaps.
+	// The differences: every client of a shared stream loses the same
+	// packets, and the server's RTCP sender reports count only the packets
+	// it sent (clients count losses from sequence numbers, RFC 3550 A.3).
+	PacketLoss float64
 	// Port is the TCP port to listen on, on 127.0.0.1; 0 picks a free one.
 	Port int
 }
@@ -137,20 +106,35 @@ type Server struct {
 	opts Options
 	log  testing.TB // the test given to Start: the process logs there
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd has been waited for
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser // server.py's commands (--control-stdin)
+	replies chan string    // server.py's "DONE ..." and "FAIL ..." lines
+	done    chan struct{}  // closed once cmd has been waited for
+	nextID  int            // of the last command sent
+
+	cmdMu sync.Mutex // one command at a time
 }
 
 // readyTimeout bounds how long Start waits for the READY line.
 const readyTimeout = 20 * time.Second
 
-// Start runs server.py serving file (an H.264 Annex-B elementary stream, see
-// EncodeH264), waits until it listens, and stops it when the test ends. The
-// script's stderr goes to t.Log. It fails the test when the server does not
-// come up within 20 s.
+// Start runs server.py serving file (an H.264 Annex-B elementary stream
+// without B-frames, .h264, or MPEG-TS with H.264 or HEVC, .ts; see
+// EncodeH264, EncodeH264BFrames and EncodeHEVCCRA), waits until it listens,
+// and stops it when the test ends. The script's stderr goes to t.Log. It
+// fails the test when the server does not come up within 20 s.
+//
+// The parameter sets (SPS and PPS, plus VPS for HEVC) go with every
+// keyframe, so a client can start decoding at any keyframe. MPEG-TS
+// timestamps are moved 1 s later (so that the RASL pictures before a CRA
+// picture are not clipped): the first packet of a .ts file goes out 1 s
+// after PLAY.
 func Start(t testing.TB, file string, opts Options) *Server {
 	t.Helper()
+	if opts.PacketLoss < 0 || opts.PacketLoss > 1 {
+		t.Fatalf("rtsptest: PacketLoss %v is not a fraction between 0 and 1", opts.PacketLoss)
+	}
 	if opts.Path == "" {
 		opts.Path = "/stream"
 	}
@@ -196,7 +180,7 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
-	s.cmd = nil
+	s.cmd, s.stdin = nil, nil
 }
 
 // start launches the process, retrying failed launches for retryFor.
@@ -221,7 +205,7 @@ func (s *Server) launch() error {
 		return err
 	}
 	args := []string{scriptPath(), "--file", s.file, "--path", s.opts.Path,
-		"--port", strconv.Itoa(s.opts.Port), "--exit-on-stdin-eof"}
+		"--port", strconv.Itoa(s.opts.Port), "--control-stdin"}
 	if s.opts.Loop {
 		args = append(args, "--loop")
 	}
@@ -231,10 +215,14 @@ func (s *Server) launch() error {
 	if s.opts.FirstFrameDelay > 0 {
 		args = append(args, "--first-frame-delay", strconv.FormatFloat(s.opts.FirstFrameDelay.Seconds(), 'f', -1, 64))
 	}
+	if s.opts.PacketLoss > 0 {
+		args = append(args, "--packet-loss", strconv.FormatFloat(s.opts.PacketLoss, 'g', -1, 64))
+	}
 	cmd := exec.Command(py, args...)
-	// The pipe stays open until Wait; if this process dies without
-	// cleaning up, the server sees EOF on stdin and exits too.
-	if _, err := cmd.StdinPipe(); err != nil {
+	// The pipe carries commands and stays open until Wait; if this process
+	// dies without cleaning up, the server sees EOF on stdin and exits too.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		return err
 	}
 	stdout, err := cmd.StdoutPipe()
@@ -252,16 +240,17 @@ func (s *Server) launch() error {
 	// Readers log until EOF; the waiter reaps the process after them
 	// (os/exec requires pipes to be drained before Wait).
 	ready := make(chan string, 1)
+	replies := make(chan string, 16)
 	done := make(chan struct{})
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() {
 		defer readers.Done()
-		s.forward(stderr, nil)
+		s.forward(stderr, nil, nil)
 	}()
 	go func() {
 		defer readers.Done()
-		s.forward(stdout, ready)
+		s.forward(stdout, ready, replies)
 	}()
 	go func() {
 		readers.Wait()
@@ -283,7 +272,7 @@ func (s *Server) launch() error {
 			return fmt.Errorf("bad READY line %q", line)
 		}
 		s.URL, s.opts.Port = u.String(), s.Port
-		s.cmd, s.done = cmd, done
+		s.cmd, s.stdin, s.replies, s.done = cmd, stdin, replies, done
 		return nil
 	case <-done:
 		return fmt.Errorf("server.py exited before it was ready (see its log above)")
@@ -294,8 +283,10 @@ func (s *Server) launch() error {
 	}
 }
 
-// forward logs r's lines; with ready set, the first READY line goes there.
-func (s *Server) forward(r io.Reader, ready chan<- string) {
+// forward logs r's lines; with ready set, the first READY line goes there,
+// and with replies set, answers to commands go there (unless 16 are
+// waiting already: they are then only logged).
+func (s *Server) forward(r io.Reader, ready, replies chan<- string) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
@@ -305,6 +296,97 @@ func (s *Server) forward(r io.Reader, ready chan<- string) {
 			continue
 		}
 		s.log.Logf("server.py: %s", line)
+		if replies != nil && (strings.HasPrefix(line, "DONE ") || strings.HasPrefix(line, "FAIL ")) {
+			select {
+			case replies <- line:
+			default:
+			}
+		}
+	}
+}
+
+// resetTimeout bounds how long ResetTimestamps waits: the next keyframe
+// comes within one GOP (2.5 s for EncodeH264's files at 10 fps, 2.8 s for
+// EncodeHEVCCRA's); the rest is room for a loaded machine.
+const resetTimeout = 20 * time.Second
+
+// ResetTimestamps makes the stream's timestamps jump back, as a camera does
+// that restarts its timeline while its clients stay connected (seen when
+// another client re-joined a camera's mount: the PTS of a connected client
+// went from 68.6 s back to 2 s). At the next keyframe, the PTS and DTS of
+// the stream move back to where the stream started (its first frame's),
+// and the RTP timestamps with them; packets keep flowing in real time on
+// the same RTSP session, with the same SSRC and consecutive sequence
+// numbers. It returns how far back the timestamps went, once they have.
+// Every client of the shared stream sees the jump.
+//
+// It needs a client playing the stream, and returns an error when none is,
+// when the server is not running, or when no keyframe came within 20 s
+// (for example after StallAfter; the jump then still comes at the next
+// keyframe). It may be called from any goroutine.
+func (s *Server) ResetTimestamps() (time.Duration, error) {
+	detail, err := s.command("reset", resetTimeout)
+	if err != nil {
+		return 0, fmt.Errorf("rtsptest: reset timestamps: %w", err)
+	}
+	// "back S seconds"
+	var secs float64
+	if _, err := fmt.Sscanf(detail, "back %g seconds", &secs); err != nil {
+		return 0, fmt.Errorf("rtsptest: reset timestamps: bad answer %q", detail)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// SetPacketLoss changes Options.PacketLoss (the fraction of RTP packets
+// the server drops, 0 to 1) from now on, for the clients playing now and
+// those to come, until the server is restarted (Restart goes back to
+// Options.PacketLoss). It returns an error when fraction is not between 0
+// and 1 or the server is not running. It may be called from any goroutine.
+func (s *Server) SetPacketLoss(fraction float64) error {
+	if fraction < 0 || fraction > 1 {
+		return fmt.Errorf("rtsptest: packet loss %v is not a fraction between 0 and 1", fraction)
+	}
+	if _, err := s.command("loss "+strconv.FormatFloat(fraction, 'g', -1, 64), 5*time.Second); err != nil {
+		return fmt.Errorf("rtsptest: set packet loss: %w", err)
+	}
+	return nil
+}
+
+// command sends server.py one command (see its --control-stdin) and waits
+// up to timeout for its answer; it returns what follows "DONE ID ".
+func (s *Server) command(cmd string, timeout time.Duration) (string, error) {
+	s.cmdMu.Lock()
+	defer s.cmdMu.Unlock()
+	s.mu.Lock()
+	stdin, replies, done := s.stdin, s.replies, s.done
+	s.nextID++
+	id := strconv.Itoa(s.nextID)
+	s.mu.Unlock()
+	if stdin == nil {
+		return "", errors.New("the server is not running")
+	}
+	if _, err := io.WriteString(stdin, id+" "+cmd+"\n"); err != nil {
+		return "", err
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case line := <-replies:
+			status, rest, _ := strings.Cut(line, " ")
+			rid, detail, _ := strings.Cut(rest, " ")
+			if rid != id {
+				continue // the late answer of an earlier command
+			}
+			if status == "FAIL" {
+				return "", errors.New(detail)
+			}
+			return detail, nil
+		case <-done:
+			return "", errors.New("the server exited")
+		case <-timer.C:
+			return "", fmt.Errorf("no answer within %v", timeout)
+		}
 	}
 }
 

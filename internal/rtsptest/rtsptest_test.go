@@ -34,8 +34,8 @@ func sample(t *testing.T, n int) string {
 // RTSP/TCP. It returns the number of frames decoded and nil when ffmpeg
 // finished, context.DeadlineExceeded when it was still running at the
 // timeout (it is then killed), or ffmpeg's error.
+// It may be called from any goroutine.
 func readFrames(t *testing.T, url string, n int, timeout time.Duration) (int, error) {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error",
@@ -43,12 +43,12 @@ func readFrames(t *testing.T, url string, n int, timeout time.Duration) (int, er
 		"-rtsp_transport", "tcp", "-analyzeduration", "1000000", "-i", url, "-frames:v", strconv.Itoa(n), "-f", "null", "-")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("ffmpeg: %v", err)
+		return 0, fmt.Errorf("ffmpeg: %w", err)
 	}
 	frames := 0
 	sc := bufio.NewScanner(stdout)
@@ -184,6 +184,13 @@ func (c *rtspConn) do(method, target string, hdr ...string) (textproto.MIMEHeade
 // media and PLAY.
 func (c *rtspConn) play(rawURL string) {
 	c.t.Helper()
+	c.playWith(rawURL, "RTP/AVP/TCP;unicast;interleaved=0-1")
+}
+
+// playWith runs DESCRIBE, SETUP of the last media with the given Transport
+// header and PLAY; it returns the SETUP response's Transport header.
+func (c *rtspConn) playWith(rawURL, transport string) string {
+	c.t.Helper()
 	h, sdp := c.do("DESCRIBE", rawURL, "Accept: application/sdp")
 	base := h.Get("Content-Base")
 	if base == "" {
@@ -198,25 +205,33 @@ func (c *rtspConn) play(rawURL string) {
 	if !strings.Contains(control, "://") {
 		control = strings.TrimSuffix(base, "/") + "/" + control
 	}
-	h, _ = c.do("SETUP", control, "Transport: RTP/AVP/TCP;unicast;interleaved=0-1")
+	h, _ = c.do("SETUP", control, "Transport: "+transport)
 	session, _, _ := strings.Cut(h.Get("Session"), ";")
 	c.do("PLAY", base, "Session: "+session, "Range: npt=0-")
+	return h.Get("Transport")
 }
 
 // next reads one interleaved frame and returns its channel (0: RTP, 1:
 // RTCP) and length.
 func (c *rtspConn) next(deadline time.Time) (channel, length int, err error) {
+	channel, data, err := c.nextFrame(deadline)
+	return channel, len(data), err
+}
+
+// nextFrame reads one interleaved frame and returns its channel (0: RTP,
+// 1: RTCP) and data.
+func (c *rtspConn) nextFrame(deadline time.Time) (channel int, data []byte, err error) {
 	_ = c.conn.SetDeadline(deadline)
 	var hdr [4]byte
 	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	if hdr[0] != '$' {
-		return 0, 0, fmt.Errorf("not an interleaved frame: %q", hdr)
+		return 0, nil, fmt.Errorf("not an interleaved frame: %q", hdr)
 	}
-	length = int(hdr[2])<<8 | int(hdr[3])
-	_, err = c.br.Discard(length)
-	return int(hdr[1]), length, err
+	data = make([]byte, int(hdr[2])<<8|int(hdr[3]))
+	_, err = io.ReadFull(c.br, data)
+	return int(hdr[1]), data, err
 }
 
 func TestFirstFrameDelay(t *testing.T) {
@@ -529,12 +544,17 @@ func TestProxyRTSP(t *testing.T) {
 	srv := Start(t, file, Options{Loop: true})
 	p := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", srv.Port))
 	// A 2 s cut in the middle of a 60-frame (6 s) read: the frames of the
-	// cut arrive late, in a burst, and ffmpeg goes on.
+	// cut arrive late, in a burst, and ffmpeg goes on. The cut starts once
+	// RTP flows (16 KiB: more than the RTSP exchange), not after a fixed
+	// time, which a loaded machine may spend before PLAY.
 	var held int
 	cutDone := make(chan struct{})
 	go func() {
 		defer close(cutDone)
-		time.Sleep(2 * time.Second)
+		if _, ok := waitFor(20*time.Second, func() bool { return p.fromServers() > 16<<10 }); !ok {
+			return // the read below fails
+		}
+		time.Sleep(time.Second) // into the read
 		p.Pause()
 		time.Sleep(2 * time.Second)
 		held = p.held()
