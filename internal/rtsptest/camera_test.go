@@ -539,3 +539,53 @@ func TestRestartTimeline(t *testing.T) {
 		t.Errorf("last PTS %.3f s before the restart, want about 3 s", l)
 	}
 }
+
+// frameHashes decodes n frames of url with the ffmpeg CLI over RTSP/TCP and
+// returns each frame's MD5 (-f framemd5).
+func frameHashes(t *testing.T, url string, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error",
+		"-rtsp_transport", "tcp", "-i", url, "-frames:v", strconv.Itoa(n), "-f", "framemd5", "-")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ffmpeg %s: %v: %s", url, err, stderr.String())
+	}
+	if s := strings.TrimSpace(stderr.String()); s != "" {
+		t.Logf("ffmpeg stderr: %s", s)
+	}
+	var hashes []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Split(line, ","); len(f) == 6 && !strings.HasPrefix(line, "#") {
+			hashes = append(hashes, strings.TrimSpace(f[5]))
+		}
+	}
+	return hashes
+}
+
+func TestPresets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ preset, codec string }{
+		{PresetLive, "h264"},
+		{PresetLiveHEVC, "hevc"},
+	} {
+		t.Run(tc.preset, func(t *testing.T) {
+			t.Parallel()
+			srv := StartPreset(t, tc.preset, Options{})
+			if p := probeRTSP(t, srv.URL, 1); p.codec != tc.codec {
+				t.Errorf("codec %s, want %s", p.codec, tc.codec)
+			}
+			// 2 s at 25 fps; every frame differs (the ball moves, the
+			// running time on it counts milliseconds).
+			hashes := frameHashes(t, srv.URL, 50)
+			n := len(hashes)
+			slices.Sort(hashes)
+			if distinct := len(slices.Compact(hashes)); n != 50 || distinct < 45 {
+				t.Errorf("%d frames decoded, %d distinct; want 50 moving frames", n, distinct)
+			}
+		})
+	}
+}

@@ -17,14 +17,18 @@
 //	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
 //	// ... open srv.URL ...
 //
+// StartPreset serves a live test picture (PresetLive, PresetLiveHEVC)
+// instead of a file; `make camera` runs one by hand.
+//
 // Options.StallAfter, Options.FirstFrameDelay and Options.PacketLoss (or
 // Server.SetPacketLoss), and Server.ResetTimestamps make the server misbehave
 // like a real camera; StartProxy puts a TCP proxy in front of it (or of any
 // TCP server) whose Pause and Resume simulate a network cut.
 //
 // It needs python3 with the gi module and gir1.2-gst-rtsp-server-1.0,
-// gstreamer1.0-plugins-{base,good,bad}, and the ffmpeg CLI with libx264 and
-// libx265 (all installed by scripts/setup.sh).
+// gstreamer1.0-plugins-{base,good,bad}, gstreamer1.0-x (the presets'
+// overlays), and the ffmpeg CLI with libx264 and libx265 (all installed by
+// scripts/setup.sh).
 package rtsptest
 
 import (
@@ -102,9 +106,9 @@ type Server struct {
 	// Port is the port the server listens on; it stays the same on Restart.
 	Port int
 
-	file string
-	opts Options
-	log  testing.TB // the test given to Start: the process logs there
+	source []string // server.py's --file or --preset
+	opts   Options
+	log    testing.TB // the test given to Start: the process logs there
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -132,6 +136,43 @@ const readyTimeout = 20 * time.Second
 // after PLAY.
 func Start(t testing.TB, file string, opts Options) *Server {
 	t.Helper()
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("rtsptest: %v", err)
+	}
+	return startSource(t, []string{"--file", file}, opts)
+}
+
+// The presets of StartPreset: live cameras made by GStreamer, a moving ball
+// with the wall clock (top left) and the stream's running time (bottom
+// right) drawn on it, 640x360 at 25 fps, a keyframe every 25 frames, no
+// B-frames. `make camera` runs PresetLive by hand (README.md).
+const (
+	// PresetLive is H.264 (openh264enc, Constrained Baseline).
+	PresetLive = "live"
+	// PresetLiveHEVC is HEVC (x265enc, ultrafast, zero latency).
+	PresetLiveHEVC = "live-hevc"
+)
+
+// StartPreset runs server.py serving a live preset (PresetLive or
+// PresetLiveHEVC) instead of a file, like Start otherwise. Being live, the
+// stream never ends (Options.Loop must be false); it starts when a client
+// first asks for it, and stops once every client has left. The overlays
+// need gstreamer1.0-x, which scripts/setup.sh installs; without it the
+// server answers DESCRIBE with 503.
+func StartPreset(t testing.TB, preset string, opts Options) *Server {
+	t.Helper()
+	if preset != PresetLive && preset != PresetLiveHEVC {
+		t.Fatalf("rtsptest: unknown preset %q", preset)
+	}
+	if opts.Loop {
+		t.Fatalf("rtsptest: Loop applies to files only; a preset never ends")
+	}
+	return startSource(t, []string{"--preset", preset}, opts)
+}
+
+// startSource is Start and StartPreset once the source is checked.
+func startSource(t testing.TB, source []string, opts Options) *Server {
+	t.Helper()
 	if opts.PacketLoss < 0 || opts.PacketLoss > 1 {
 		t.Fatalf("rtsptest: PacketLoss %v is not a fraction between 0 and 1", opts.PacketLoss)
 	}
@@ -141,10 +182,7 @@ func Start(t testing.TB, file string, opts Options) *Server {
 	if !strings.HasPrefix(opts.Path, "/") {
 		opts.Path = "/" + opts.Path
 	}
-	if _, err := os.Stat(file); err != nil {
-		t.Fatalf("rtsptest: %v", err)
-	}
-	s := &Server{file: file, opts: opts, log: t}
+	s := &Server{source: source, opts: opts, log: t}
 	t.Cleanup(s.Stop)
 	if err := s.start(0); err != nil {
 		t.Fatalf("rtsptest: %v", err)
@@ -204,8 +242,8 @@ func (s *Server) launch() error {
 	if err != nil {
 		return err
 	}
-	args := []string{scriptPath(), "--file", s.file, "--path", s.opts.Path,
-		"--port", strconv.Itoa(s.opts.Port), "--control-stdin"}
+	args := append([]string{scriptPath()}, s.source...)
+	args = append(args, "--path", s.opts.Path, "--port", strconv.Itoa(s.opts.Port), "--control-stdin")
 	if s.opts.Loop {
 		args = append(args, "--loop")
 	}
@@ -413,6 +451,6 @@ var python = sync.OnceValues(func() (string, error) {
 		}
 		errs = append(errs, fmt.Sprintf("%s: %v: %s", c, err, strings.TrimSpace(string(out))))
 	}
-	return "", fmt.Errorf("no python3 can load gst-rtsp-server (apt-get install python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad, or set VIGIL_PYTHON):\n%s",
+	return "", fmt.Errorf("no python3 can load gst-rtsp-server (bash scripts/setup.sh installs it: python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-x; or set VIGIL_PYTHON):\n%s",
 		strings.Join(errs, "\n"))
 })

@@ -1,17 +1,29 @@
 #!/usr/bin/env python3
-"""Tiny RTSP test server (gst-rtsp-server through python3-gi).
+"""Tiny RTSP test camera (gst-rtsp-server through python3-gi).
 
-Serves a video file over RTSP; clients may use RTP over TCP (interleaved) or
-UDP. The factory is shared, so several clients see the same stream.
+Serves a video file, or a live test picture, over RTSP; clients may use RTP
+over TCP (interleaved) or UDP. The factory is shared, so several clients see
+the same stream.
 
-  server.py --file F [--port N] [--path /stream] [--loop]
+  server.py (--file F [--loop] | --preset live|live-hevc)
+            [--port N] [--address A] [--path /stream]
             [--stall-after SECONDS] [--first-frame-delay SECONDS]
             [--packet-loss FRACTION] [--control-stdin]
 
-It listens on 127.0.0.1; --port 0 picks a free port. Once listening it
-prints exactly one line, "READY rtsp://127.0.0.1:PORT/path", then serves
-until SIGTERM/SIGINT (or stdin EOF with --control-stdin), exiting 0.
-It exits 1 when it cannot bind the port or read the file.
+It listens on 127.0.0.1 (--address 0.0.0.0 for every interface); --port 0
+picks a free port (the default, 8554, is RTSP's usual alternative port).
+Once listening it prints exactly one line, "READY rtsp://ADDRESS:PORT/path",
+then serves until SIGTERM/SIGINT (or stdin EOF with --control-stdin),
+exiting 0. It exits 1 when it cannot bind the port or read the file.
+
+Presets, live cameras made by GStreamer (videotestsrc, a moving ball), for
+trying vigil without a camera: 640x360 at 25 fps, the wall clock at the top
+left (clockoverlay) and the stream's running time at the bottom right
+(timeoverlay), a keyframe every second (25 frames), no B-frames.
+  live       H.264 (openh264enc, Constrained Baseline)
+  live-hevc  HEVC (x265enc, ultrafast, zero latency)
+The overlays need gstreamer1.0-x (GStreamer's pango plugin); scripts/setup.sh
+installs it with the rest.
 
 Files (by extension):
   .h264, .264  H.264 Annex-B elementary stream (as `ffmpeg -f h264` writes
@@ -120,9 +132,32 @@ def ts_codec(path):
     raise ValueError("no PAT/PMT found (not an MPEG-TS file?)")
 
 
+# The live presets' source: 640x360 at 25 fps, I420 for the encoders.
+LIVE_SOURCE = ("videotestsrc is-live=true pattern=ball ! "
+               "video/x-raw,width=640,height=360,framerate=25/1 ! "
+               'clockoverlay time-format="%Y-%m-%d %H:%M:%S" halignment=left valignment=top ! '
+               "timeoverlay halignment=right valignment=bottom ! "
+               "videoconvert ! video/x-raw,format=I420")
+
+# PRESETS maps each preset to its codec and encoder.
+PRESETS = {
+    "live": ("h264", "openh264enc gop-size=25"),
+    "live-hevc": ("h265", "x265enc speed-preset=ultrafast tune=zerolatency key-int-max=25"),
+}
+
+
 def launch_line(args):
-    """Returns the factory's gst-launch line for args.file and whether its
-    timestamps come from an MPEG-TS container."""
+    """Returns the factory's gst-launch line for args.file or args.preset and
+    whether its timestamps come from an MPEG-TS container."""
+    # The parser's config-interval=-1 puts the parameter sets in every
+    # keyframe's access unit, so late joiners can decode. (The payloader's
+    # config-interval=-1 would insert them before every keyframe *slice*,
+    # which splits multi-slice frames for ffmpeg.)
+    tail = ("%sparse name=parse config-interval=-1 ! "
+            "rtp%spay name=pay0 pt=96 config-interval=0 )")
+    if args.preset:
+        codec, encoder = PRESETS[args.preset]
+        return ("( %s ! %s ! " + tail) % (LIVE_SOURCE, encoder, codec, codec), False
     loc = args.file.replace("\\", "\\\\").replace('"', '\\"')  # for gst_parse_launch
     if args.loop:
         src = 'multifilesrc location="%s" loop=true' % loc
@@ -135,12 +170,7 @@ def launch_line(args):
         codec, demux, ts = "h264", "", False
     else:
         raise ValueError("unknown file type %r (want .h264, .264, .ts or .m2ts)" % ext)
-    # The parser's config-interval=-1 puts the parameter sets in every
-    # keyframe's access unit, so late joiners can decode. (The payloader's
-    # config-interval=-1 would insert them before every keyframe *slice*,
-    # which splits multi-slice frames for ffmpeg.)
-    return ("( %s ! %s%sparse name=parse config-interval=-1 ! "
-            "rtp%spay name=pay0 pt=96 config-interval=0 )" % (src, demux, codec, codec)), ts
+    return ("( %s ! %s" + tail) % (src, demux, codec, codec), ts
 
 
 _stdout_lock = threading.Lock()
@@ -253,8 +283,11 @@ class Camera:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--file", required=True, help=".h264 (no B-frames), .ts or .m2ts (H.264 or HEVC)")
-    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--file", help=".h264 (no B-frames), .ts or .m2ts (H.264 or HEVC)")
+    source.add_argument("--preset", choices=sorted(PRESETS), help="a live test picture")
+    ap.add_argument("--port", type=int, default=8554, help="default 8554; 0 picks a free port")
+    ap.add_argument("--address", default="127.0.0.1", help="address to listen on")
     ap.add_argument("--path", default="/stream", help="mount point")
     ap.add_argument("--loop", action="store_true", help="repeat the file forever")
     ap.add_argument("--stall-after", type=float, default=0,
@@ -266,6 +299,8 @@ def main():
     ap.add_argument("--control-stdin", action="store_true",
                     help="read commands from stdin; exit when it closes")
     args = ap.parse_args()
+    if args.preset and args.loop:
+        ap.error("--loop applies to --file only (a preset never ends)")
     if not args.path.startswith("/"):
         args.path = "/" + args.path
 
@@ -273,7 +308,16 @@ def main():
     try:
         launch, ts = launch_line(args)
     except (OSError, ValueError) as e:
-        print("rtsptest: %s: %s" % (args.file, e), file=sys.stderr, flush=True)
+        print("rtsptest: %s: %s" % (args.file or args.preset, e), file=sys.stderr, flush=True)
+        return 1
+    # Build the pipeline once now: a missing element (a plugin package not
+    # installed) is then an error at start, not a 503 at every DESCRIBE.
+    try:
+        Gst.parse_launch(launch)
+    except GLib.Error as e:
+        print("rtsptest: cannot build the pipeline %s: %s (bash scripts/setup.sh installs "
+              "the GStreamer packages it needs: gstreamer1.0-plugins-base, -good, -bad and "
+              "gstreamer1.0-x)" % (launch, e.message), file=sys.stderr, flush=True)
         return 1
 
     # Stalling blocks the parser's streaming thread in a pad probe: no CPU is
@@ -353,7 +397,7 @@ def main():
     factory.connect("media-configure", on_configure)
 
     server = GstRtspServer.RTSPServer()
-    server.set_address("127.0.0.1")
+    server.set_address(args.address)
     server.set_service(str(args.port))
     server.get_mount_points().add_factory(args.path, factory)
     try:
@@ -386,7 +430,7 @@ def main():
         GLib.unix_fd_add_full(GLib.PRIORITY_DEFAULT, sys.stdin.fileno(),
                               GLib.IOCondition.IN | GLib.IOCondition.HUP, on_stdin)
 
-    answer("READY rtsp://127.0.0.1:%d%s" % (server.get_bound_port(), args.path))
+    answer("READY rtsp://%s:%d%s" % (args.address, server.get_bound_port(), args.path))
     loop.run()
     source.destroy()
     return 0
