@@ -151,6 +151,9 @@ func loadConfig(path string) (config.Config, error) {
 
 // signalContext ends on SIGINT/SIGTERM; a second signal, or a shutdown
 // that takes longer than grace, exits the process at once.
+// exit is os.Exit; tests replace it to see signalContext's forced exits.
+var exit = os.Exit
+
 func signalContext(stderr io.Writer, grace time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
@@ -171,7 +174,7 @@ func signalContext(stderr io.Writer, grace time.Duration) (context.Context, cont
 		case <-done:
 			return
 		}
-		os.Exit(1)
+		exit(1)
 	}()
 	var once sync.Once
 	return ctx, func() { once.Do(func() { signal.Stop(ch); cancel(); close(done) }) }

@@ -152,11 +152,16 @@ func TestBenchStreamsInterrupted(t *testing.T) {
 	require.Equal(t, "vigil bench: interrupted during the 2-stream point (not counted); the lines above are complete measurements, and 1 stream passed\n", stderr)
 }
 
-// A command that returns after the first signal stops the signal watch:
-// its shutdown deadline must not exit the process later (it used to, and
-// killed whatever ran next in the same process).
+// After the first signal, the shutdown grace passing exits the process with
+// status 1; a command that returns before that stops the signal watch, so
+// its grace must not exit the process later (it used to, and killed
+// whatever ran next in the same process).
 func TestSignalContextStops(t *testing.T) {
 	ignoreSIGINT(t)
+	exits := make(chan int, 2)
+	exit = func(code int) { exits <- code }
+	t.Cleanup(func() { exit = os.Exit })
+
 	ctx, stop := signalContext(io.Discard, 50*time.Millisecond)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	select {
@@ -164,9 +169,30 @@ func TestSignalContextStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("SIGINT did not end the context")
 	}
+	select {
+	case code := <-exits:
+		require.Equal(t, 1, code, "a shutdown past its grace exits with status 1")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shutdown outlasted its 50 ms grace by 10 s and nothing exited")
+	}
 	stop()
-	stop()                             // idempotent
-	time.Sleep(300 * time.Millisecond) // six times the grace: the process is still here
+
+	ctx, stop = signalContext(io.Discard, 50*time.Millisecond)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGINT did not end the context")
+	}
+	stop()
+	stop() // idempotent
+	// Six times the grace: the exit above came within it (plus scheduling),
+	// so one still pending would have come by now.
+	select {
+	case code := <-exits:
+		t.Fatalf("exit(%d) after the command returned and stopped the signal watch", code)
+	case <-time.After(300 * time.Millisecond):
+	}
 }
 
 func TestCheckConfigShippedConfigs(t *testing.T) {
