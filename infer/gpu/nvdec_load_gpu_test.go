@@ -33,7 +33,10 @@ import (
 //     engines (VIGIL_YOLOX, with .b8/.b32 copies beside it when present);
 //   - engine-sw: the same with software decoding, as the baseline.
 //
-// It fails on any decode or CUDA error. VIGIL_NVDEC_STREAMS sets N (the
+// It fails on any decode or CUDA error, and when a source delivered no
+// frame in a phase (starved or stuck behind the others); the frame rates
+// are measurements to read, not pass/fail criteria (machines differ, and
+// speed targets live in benchmarks). VIGIL_NVDEC_STREAMS sets N (the
 // test is skipped without it) and VIGIL_NVDEC_SECONDS each phase's length
 // (default 6). It is the load the sweep put on NVDEC when 16 or more
 // streams ended in illegal memory accesses; run it under
@@ -60,6 +63,7 @@ func TestNVDECLoad(t *testing.T) {
 		var frames atomic.Int64
 		var wg sync.WaitGroup
 		errs := make([]error, n)
+		per := make([]int64, n) // frames of source i, written by its goroutine only
 		for i := range n {
 			src, err := decode.New(decode.Options{URL: clip, Loop: true, HWAccel: hw, HWSurfaces: 4, StreamID: strconv.Itoa(i)})
 			require.NoError(t, err)
@@ -70,6 +74,7 @@ func TestNVDECLoad(t *testing.T) {
 					if errs[i] == nil && ctx.Err() == nil {
 						errs[i] = each(i, f)
 						frames.Add(1)
+						per[i]++
 					}
 					f.Image.Release()
 				})
@@ -82,6 +87,7 @@ func TestNVDECLoad(t *testing.T) {
 		wg.Wait()
 		for i, err := range errs {
 			require.NoError(t, err, "source %d", i)
+			require.Positive(t, per[i], "source %d delivered no frame in %d s", i, secs)
 		}
 		return float64(frames.Load()) / time.Since(t0).Seconds()
 	}
