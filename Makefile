@@ -1,6 +1,6 @@
 # vigil's Makefile is a menu: CI calls `make test` unchanged (.ci/run).
 #   make run     install what is missing, build, run the demo (configs/demo.yaml)
-#   make test    install what is missing, vet, run every test with -race
+#   make test    install what is missing, vet, lint the tests, run every test with -race
 #   make setup   only install (Debian packages, Go if needed, ONNX Runtime, models, media)
 #   make build   only build bin/vigil
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
@@ -31,6 +31,7 @@ run: build
 # machines; -race everywhere, as required.
 test: setup
 	$(GO) vet ./...
+	GO=$(GO) bash scripts/lint-tests.sh
 	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
 
 bench: build

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/internal/testenv"
 )
 
 // Waiters are served earliest deadline first (no deadline last, FIFO among
@@ -44,7 +46,7 @@ func TestGateEDF(t *testing.T) {
 			errs[d] = err
 			mu.Unlock()
 		}()
-		require.Eventually(t, func() bool { n, _ := g.Load(); return n == i+1 }, time.Second, time.Millisecond)
+		testenv.Eventually(t, func() bool { n, _ := g.Load(); return n == i+1 }, time.Second, time.Millisecond, "%d waiting at the gate", i+1)
 	}
 	close(hold)
 	wg.Wait()
@@ -68,7 +70,7 @@ func TestGateCancelWhileWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error)
 	go func() { res <- g.Do(ctx, time.Time{}, 0, func() { t.Error("must not run") }) }()
-	require.Eventually(t, func() bool { n, _ := g.Load(); return n == 1 }, time.Second, time.Millisecond)
+	testenv.Eventually(t, func() bool { n, _ := g.Load(); return n == 1 }, time.Second, time.Millisecond, "one waiting at the gate")
 	cancel()
 	require.ErrorIs(t, <-res, context.Canceled)
 	close(hold)

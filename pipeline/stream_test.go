@@ -105,11 +105,12 @@ func TestRunStreamCancel(t *testing.T) {
 	require.NoError(t, err)
 	sink := &collectSink{}
 	ctx, cancel := context.WithCancel(context.Background())
+	eng := engine(t) // opened here: engine fails t, which only the test goroutine may do
 	done := make(chan error)
 	go func() {
-		done <- pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "c", Source: src, Engine: engine(t), Sink: sink})
+		done <- pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "c", Source: src, Engine: eng, Sink: sink})
 	}()
-	require.Eventually(t, func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return len(sink.seqs) > 5 }, 10*time.Second, 10*time.Millisecond)
+	testenv.Eventually(t, func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return len(sink.seqs) > 5 }, 10*time.Second, 10*time.Millisecond, "more than 5 frames published")
 	start := time.Now()
 	cancel()
 	require.NoError(t, <-done)

@@ -62,7 +62,7 @@ func TestPanicFailsOnlyItsStream(t *testing.T) {
 	require.True(t, sup.Apply("good", "v1", build("good", eng)))
 	require.False(t, sup.Apply("good", "v1", build("good", eng)), "same version: untouched")
 
-	require.Eventually(t, func() bool { s, _ := sup.Status("bad"); return s.State == pipeline.StateFailed }, 20*time.Second, 20*time.Millisecond)
+	testenv.Eventually(t, func() bool { s, _ := sup.Status("bad"); return s.State == pipeline.StateFailed }, 20*time.Second, 20*time.Millisecond, "stream bad failed")
 	s, _ := sup.Status("bad")
 	require.Contains(t, s.LastError, "panic: simulated crash")
 	g, _ := sup.Status("good")
@@ -131,6 +131,7 @@ func batcherAcrossStreams(t *testing.T, concurrency int) {
 	go func() { defer close(done); b.Run(ctx) }()
 	var wg sync.WaitGroup
 	sinks := make([]*collectSink, 4)
+	errs := make([]error, len(sinks)) // RunStream's results, checked on the test goroutine
 	for i := range sinks {
 		sinks[i] = &collectSink{}
 		src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi")})
@@ -138,10 +139,13 @@ func batcherAcrossStreams(t *testing.T, concurrency int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			require.NoError(t, pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "b", Source: src, Engine: first, Sink: sinks[i], Batcher: b, Lossless: true}))
+			errs[i] = pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "b", Source: src, Engine: first, Sink: sinks[i], Batcher: b, Lossless: true})
 		}()
 	}
 	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "stream %d", i)
+	}
 	cancel()
 	<-done
 	for _, s := range sinks {

@@ -57,11 +57,11 @@ streams:
 	c, err := config.Load(cfg)
 	require.NoError(t, err)
 	ep, stop := startVigil(t, c)
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, func() bool {
 		rc, out, _ := vigil("streams", "get", "megamind", "-o", "json", "--api", ep.API)
 		var s api.Stream
 		return rc == 0 && json.Unmarshal([]byte(out), &s) == nil && s.Status != nil && s.Status.Width > 0
-	}, 30*time.Second, 50*time.Millisecond)
+	}, 30*time.Second, 50*time.Millisecond, "megamind's resolution known")
 
 	// The table: one row per stream, the numbers of a 720x528 frame
 	// letterboxed into BlazeFace's 128x128 input.

@@ -71,10 +71,10 @@ nats: {listen: "127.0.0.1:0"}
 	require.Contains(t, out, "STATE")
 
 	var s api.Stream
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, func() bool {
 		rc, out, _ := streams("get", "cam1", "-o", "json")
 		return rc == 0 && json.Unmarshal([]byte(out), &s) == nil && s.Status != nil && s.Status.State == "running"
-	}, 20*time.Second, 50*time.Millisecond)
+	}, 20*time.Second, 50*time.Millisecond, "cam1 running")
 	require.Equal(t, "hq", s.Labels["site"])
 	require.Equal(t, "high", s.Priority)
 	require.Equal(t, 720, s.Status.Width)
@@ -91,10 +91,10 @@ nats: {listen: "127.0.0.1:0"}
 	var list []api.Stream
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
 	require.Len(t, list, 1)
-	require.Eventually(t, func() bool { // restarted by set; table shows it running again
+	testenv.Eventually(t, func() bool { // restarted by set; table shows it running again
 		rc, out, _ := streams("ls")
 		return rc == 0 && strings.Contains(out, "720x528") && strings.Contains(out, "running")
-	}, 20*time.Second, 50*time.Millisecond)
+	}, 20*time.Second, 50*time.Millisecond, "the table shows cam1 running at 720x528 again")
 
 	rc, _, errOut = streams("add", "--id", "cam1", "--url", testenv.Media(t, "Megamind.avi"))
 	require.Equal(t, 2, rc, "a duplicate is bad input")

@@ -66,27 +66,36 @@ streams:
 	var nc *nats.Conn
 	progress := &lockedWriter{w: new(bytes.Buffer)}
 	done := make(chan error, 1)
+	subscribed := make(chan error, 1) // the callback runs on Run's goroutine: no require there
 	go func() {
 		done <- app.Run(ctx, c, zaptest.NewLogger(t), progress, func(ep app.Endpoints) {
-			var err error
-			nc, err = nats.Connect(ep.NATS)
-			require.NoError(t, err)
-			_, err = nc.Subscribe("vigil.megamind.detections", func(m *nats.Msg) {
-				mu.Lock()
-				msgs = append(msgs, m)
-				mu.Unlock()
-			})
-			require.NoError(t, err)
-			require.NoError(t, nc.Flush())
 			metricsURL = "http://" + ep.Metrics + "/metrics"
+			var err error
+			if nc, err = nats.Connect(ep.NATS); err == nil {
+				_, err = nc.Subscribe("vigil.megamind.detections", func(m *nats.Msg) {
+					mu.Lock()
+					msgs = append(msgs, m)
+					mu.Unlock()
+				})
+			}
+			if err == nil {
+				err = nc.Flush()
+			}
+			subscribed <- err
 		})
 	}()
-	require.Eventually(t, func() bool {
+	select {
+	case err := <-subscribed:
+		require.NoError(t, err)
+	case err := <-done:
+		t.Fatalf("vigil stopped before it was ready: %v", err)
+	}
+	defer nc.Close()
+	testenv.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(msgs) == 270
 	}, 60*time.Second, 50*time.Millisecond, "all 270 frames published")
-	defer nc.Close()
 
 	faces := 0
 	var epoch string
@@ -132,7 +141,7 @@ streams:
 			t.Fatalf("metrics 5 s after the 270th message lack %s:\n%s", wants[missing], b)
 		}
 	}
-	require.Eventually(t, func() bool { return strings.Contains(progress.String(), "megamind") }, 5*time.Second, 50*time.Millisecond)
+	testenv.Eventually(t, func() bool { return strings.Contains(progress.String(), "megamind") }, 5*time.Second, 50*time.Millisecond, "a progress line for megamind")
 	cancel()
 	require.NoError(t, <-done)
 }

@@ -142,11 +142,18 @@ func (v *vigil) stream(id string) (api.Stream, bool) {
 func (v *vigil) waitState(id, state string, within time.Duration) api.Stream {
 	v.t.Helper()
 	var s api.Stream
-	require.Eventually(v.t, func() bool {
+	deadline := time.Now().Add(within)
+	for {
 		var ok bool
 		s, ok = v.stream(id)
-		return ok && s.Status != nil && string(s.Status.State) == state
-	}, within, 20*time.Millisecond, "stream %s never reached %s (last: %+v)", id, state, s.Status)
+		if ok && s.Status != nil && string(s.Status.State) == state {
+			break
+		}
+		if time.Now().After(deadline) {
+			v.t.Fatalf("stream %s never reached %s in %s (last: %+v)", id, state, within, s.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return s
 }
 

@@ -96,7 +96,7 @@ func TestJetStreamKeepsEveryRunsMessages(t *testing.T) {
 	// spec, again from frame 0.
 	code, b = v.call("PATCH", "/v1/streams/mm", `{"labels":{"site":"lab"}}`)
 	require.Equal(t, http.StatusOK, code, string(b))
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, func() bool {
 		s, ok := v.stream("mm")
 		return ok && s.Status != nil && s.Status.Epoch != second.Status.Epoch && s.Status.State == "stopped"
 	}, 2*time.Minute, 50*time.Millisecond, "the reconfigured stream ran to its end")

@@ -172,9 +172,9 @@ func TestAddRemoveCyclesLeakNoGoroutines(t *testing.T) {
 		v.waitState("cyc", "running", 20*time.Second)
 		code, _ = v.call("DELETE", "/v1/streams/cyc", "")
 		require.Equal(t, http.StatusNoContent, code)
-		require.Eventually(t, func() bool { _, ok := v.stream("cyc"); return !ok }, 10*time.Second, 10*time.Millisecond)
+		testenv.Eventually(t, func() bool { _, ok := v.stream("cyc"); return !ok }, 10*time.Second, 10*time.Millisecond, "stream cyc removed")
 	}
-	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+2 }, 10*time.Second, 50*time.Millisecond,
+	testenv.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+2 }, 10*time.Second, 50*time.Millisecond,
 		"goroutines: %d now, %d before", runtime.NumGoroutine(), base)
 }
 
@@ -194,7 +194,7 @@ func TestCredentialsRedacted(t *testing.T) {
 	s := v.waitState("sec", "reconnecting", 20*time.Second)
 	require.Equal(t, "rtsp://admin:***@"+addr+"/stream1", s.URL)
 	require.Contains(t, s.Status.LastError, "admin:***@")
-	require.Eventually(t, func() bool { return len(ev.all()) >= 2 }, 10*time.Second, 20*time.Millisecond)
+	testenv.Eventually(t, func() bool { return len(ev.all()) >= 2 }, 10*time.Second, 20*time.Millisecond, "two events")
 
 	_, list := v.call("GET", "/v1/streams", "")
 	resp, err := http.Get("http://" + v.ep.Metrics + "/metrics")
@@ -233,7 +233,7 @@ func TestOutageAndRecovery(t *testing.T) {
 
 	down := time.Now()
 	srv.Stop()
-	require.Eventually(t, func() bool { _, ok := ev.first("reconnecting", down); return ok }, 10*time.Second, 10*time.Millisecond)
+	testenv.Eventually(t, func() bool { _, ok := ev.first("reconnecting", down); return ok }, 10*time.Second, 10*time.Millisecond, "a reconnecting event after the cut")
 	e, _ := ev.first("reconnecting", down)
 	require.Less(t, e.Received.Sub(down), 2*time.Second+time.Second, "event within stall_timeout + 1 s")
 	require.NotEmpty(t, e.Reason)

@@ -44,21 +44,30 @@ streams:
 	var msgs []*nats.Msg
 	var nc *nats.Conn
 	done := make(chan error, 1)
+	subscribed := make(chan error, 1) // the callback runs on Run's goroutine: no require there
 	go func() {
 		done <- app.Run(ctx, c, zaptest.NewLogger(t), nil, func(ep app.Endpoints) {
 			var err error
-			nc, err = nats.Connect(ep.NATS)
-			require.NoError(t, err)
-			_, err = nc.Subscribe("vigil.street.detections", func(m *nats.Msg) {
-				mu.Lock()
-				msgs = append(msgs, m)
-				mu.Unlock()
-			})
-			require.NoError(t, err)
-			require.NoError(t, nc.Flush())
+			if nc, err = nats.Connect(ep.NATS); err == nil {
+				_, err = nc.Subscribe("vigil.street.detections", func(m *nats.Msg) {
+					mu.Lock()
+					msgs = append(msgs, m)
+					mu.Unlock()
+				})
+			}
+			if err == nil {
+				err = nc.Flush()
+			}
+			subscribed <- err
 		})
 	}()
-	require.Eventually(t, func() bool {
+	select {
+	case err := <-subscribed:
+		require.NoError(t, err)
+	case err := <-done:
+		t.Fatalf("vigil stopped before it was ready: %v", err)
+	}
+	testenv.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(msgs) >= 100

@@ -3,10 +3,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/cuda"
@@ -64,4 +66,23 @@ func mustExist(t testing.TB, p string) string {
 		t.Fatalf("%s is missing: run `make setup` (scripts/setup.sh) first: %v", p, err)
 	}
 	return p
+}
+
+// Eventually polls cond every `every` until it returns true, and fails t
+// with the message format, args (fmt.Sprintf) if it has not within
+// `within`. Unlike testify's require.Eventually, cond runs
+// on the calling goroutine, the test's own, so it may itself call require
+// or t.Fatal: testing.T.FailNow must only be called from the goroutine
+// running the test (its documentation), and require.Eventually runs cond on
+// a goroutine of its own. cond is called at least once, even when it takes
+// longer than within.
+func Eventually(t testing.TB, cond func() bool, within, every time.Duration, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (waited %s)", fmt.Sprintf(format, args...), within)
+		}
+		time.Sleep(every)
+	}
 }
