@@ -602,9 +602,10 @@ func (c *Config) Validate() error {
 		// Fields shared with the registry spec; those checked above are
 		// not reported twice.
 		sp := c.Spec(s)
-		var fe *registry.FieldError
-		if err := sp.Validate(nil); errors.As(err, &fe) && !checkedHere[fe.Field] {
-			p.add(f+"."+fe.Field, "%s", fe.Msg)
+		for _, fe := range sp.Problems(nil) {
+			if !checkedHere[fe.Field] {
+				p.add(f+"."+fe.Field, "%s", fe.Msg)
+			}
 		}
 		if m, err := c.ResolveModel(s.Model); err != nil {
 			p.add(f+".model", "%v", err)

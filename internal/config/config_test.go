@@ -132,3 +132,29 @@ streams:
 	require.Equal(t, dir+"/sub/model.onnx", m.File, "relative paths not in the working directory resolve in models_dir")
 	require.Contains(t, c.CheckModel("yolox-nano").Error(), "make setup does not install it")
 }
+
+// Every problem of a stream is reported at once, those the registry's
+// spec check finds included (it used to stop at the first of them).
+func TestStreamProblemsAllAtOnce(t *testing.T) {
+	_, err := Parse([]byte(`
+models: [{name: m, path: /dev/null}]
+streams:
+  - id: a
+    url: /x.avi
+    model: m
+    fps_limit: -1
+    fps_burst: -1
+    budget_ms: -1
+    priority: urgent
+    labels: {"bad key": v, "also bad": w}
+    stall_timeout: 2h
+`), "s.yaml")
+	require.Error(t, err)
+	for _, want := range []string{
+		"streams[0].fps_limit: -1", "streams[0].fps_burst: -1", "streams[0].budget_ms: -1",
+		`streams[0].priority: "urgent"`, `streams[0].labels: key "also bad"`, `streams[0].labels: key "bad key"`,
+		`streams[0].stall_timeout: "2h0m0s"`,
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+}
