@@ -310,45 +310,67 @@ func Load(path string) (Config, error) {
 
 // Parse decodes data (named name in errors) over Default(), expands
 // environment variables in URLs and paths, fills stream defaults and
-// validates. Errors name the file and the line or field.
+// validates. Errors name the file and the line or field. Unknown keys and
+// the problems Validate finds are reported together (an unknown key is
+// left out of the decoded value, so the rest can still be checked); other
+// decoding errors stop before validation.
 func Parse(data []byte, name string) (Config, error) {
 	c := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	var unknown string
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
-		return Config{}, fmt.Errorf("%s: %s", name, yamlError(err))
+		msg, onlyUnknown := yamlError(err)
+		if !onlyUnknown {
+			return Config{}, fmt.Errorf("%s: %s", name, msg)
+		}
+		unknown = msg
 	}
 	c.expand()
 	c.fill()
-	if err := c.Validate(); err != nil {
+	err := c.Validate()
+	switch {
+	case unknown != "" && err != nil:
+		return Config{}, fmt.Errorf("%s: %s; %w", name, unknown, err)
+	case unknown != "":
+		return Config{}, fmt.Errorf("%s: %s", name, unknown)
+	case err != nil:
 		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil
 }
 
-var (
-	reUnknown = regexp.MustCompile(`line (\d+): field (\S+) not found in type config\.(\w+)`)
-	sections  = map[string]string{
-		"Config": "top level", "API": "api", "Log": "log", "Metrics": "metrics", "NATS": "nats", "Infer": "infer",
-		"Pipeline": "pipeline", "Model": "models[]", "Stream": "streams[]", "TensorRT": "infer.tensorrt", "Decode": "decode",
-	}
-)
+var reUnknown = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
 
-// yamlError rewrites yaml.v3's messages into one line that names the key
-// and its section: `line 7: unknown key "bogus" in streams[]`.
-func yamlError(err error) string {
+// yamlError rewrites yaml.v3's messages into one line that names each
+// unknown key, its section and, when one is close, the key meant:
+// `line 7: unknown key "urll" in streams[] (did you mean "url"?)`.
+// onlyUnknown is true when every error is an unknown key.
+func yamlError(err error) (msg string, onlyUnknown bool) {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return strings.TrimPrefix(err.Error(), "yaml: ")
+		return strings.TrimPrefix(err.Error(), "yaml: "), false
 	}
+	onlyUnknown = true
 	msgs := make([]string, 0, len(te.Errors))
 	for _, e := range te.Errors {
-		if m := reUnknown.FindStringSubmatch(e); m != nil {
-			e = fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], sections[m[3]])
+		m := reUnknown.FindStringSubmatch(e)
+		if m == nil {
+			onlyUnknown = false
+			msgs = append(msgs, e)
+			continue
+		}
+		section, keys := m[3], []string(nil)
+		if t, ok := sectionByTypeName(m[3]); ok {
+			section, keys, _ = sectionName(t)
+		}
+		e = fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], section)
+		if k := suggest(m[2], keys); k != "" {
+			e += fmt.Sprintf(" (did you mean %q?)", k)
 		}
 		msgs = append(msgs, e)
 	}
-	return strings.Join(msgs, "; ")
+	return strings.Join(msgs, "; "), onlyUnknown
 }
 
 func defaultDataDir() string {
