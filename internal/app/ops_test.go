@@ -1,0 +1,23 @@
+package app_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An alert's log line carries "reasons" only when it has some: a
+// budget_miss alert has none and used to log "reasons": null.
+func TestAlertLogHasNoNullReasons(t *testing.T) {
+	v := startVigil(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 100ms}\n")
+	// A 1 ms budget: the first frame (and the first after each idle spell,
+	// before any cost is measured) is not predicted late, runs, and is
+	// published long after 1 ms; the frames after it are dropped as
+	// deadline, which raises frame_drop alerts with reasons.
+	code, b := v.call("POST", "/v1/streams", fileStream(t, "late", "Megamind.avi", `,"budget_ms":1`))
+	require.Equal(t, http.StatusCreated, code, string(b))
+	v.waitLogs(`"msg":"alert","stream":"late","type":"budget_miss","count":\d+}`,
+		`"msg":"alert","stream":"late","type":"frame_drop","count":\d+,"reasons":\{"deadline":\d+`)
+	require.NotContains(t, v.logs.String(), `"reasons":null`)
+}
