@@ -42,7 +42,7 @@ Usage:
   vigil run --config FILE          serve the streams in FILE (Ctrl-C stops)
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
   vigil tail [flags]               print the detections a running vigil publishes
-  vigil streams ls|get|add|set|rm  manage a running vigil's streams through its API
+  vigil streams COMMAND            manage a running vigil's streams: ls, get, add, set, rm, apply
   vigil shapes [flags]             each stream's resolution against its model's fixed input shape
   vigil doctor [flags]             health report from a running vigil's metrics
   vigil bench [flags]              measure decode, inference and pipeline speed

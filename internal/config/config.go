@@ -40,6 +40,10 @@ type Config struct {
 	// Models adds named models to (or overrides) infer.BuiltinModels.
 	Models  []Model  `yaml:"models"`
 	Streams []Stream `yaml:"streams"`
+
+	// Source is the file Load read, as an absolute path ("" after Parse):
+	// messages that say how to apply the file name it. Not a key.
+	Source string `yaml:"-"`
 }
 
 // API configures the REST API (/v1/streams).
@@ -299,13 +303,21 @@ func Default() Config {
 	}
 }
 
-// Load reads, decodes, defaults and validates the file at path.
+// Load reads, decodes, defaults and validates the file at path, and
+// records it in Source.
 func Load(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data, path)
+	c, err := Parse(data, path)
+	if err != nil {
+		return c, err
+	}
+	if c.Source, err = filepath.Abs(path); err != nil {
+		c.Source = path
+	}
+	return c, nil
 }
 
 // Parse decodes data (named name in errors) over Default(), expands

@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -181,4 +183,64 @@ func idFromKey(k string) string {
 		return ""
 	}
 	return id
+}
+
+// Difference is one field whose stored value is not the wanted one. Stored
+// and Want are the values as JSON ("" when unset), with credentials
+// redacted; a URL that differs only in its credentials says so in Want.
+type Difference struct {
+	Field        string
+	Stored, Want string
+}
+
+// String reads "fps_limit: registry 0, file 5" (the config file is what a
+// stored spec is compared with).
+func (d Difference) String() string {
+	unset := func(v string) string {
+		if v == "" {
+			return "unset"
+		}
+		return v
+	}
+	return d.Field + ": registry " + unset(d.Stored) + ", file " + unset(d.Want)
+}
+
+// Diff lists the fields of s whose values differ from want's, in the
+// order of the spec's fields. An unset Enabled equals true (its default).
+func (s Spec) Diff(want Spec) []Difference {
+	have, wantM := specMap(s), specMap(want)
+	haveR, wantR := specMap(s.Redacted()), specMap(want.Redacted())
+	var out []Difference
+	t := reflect.TypeFor[Spec]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if reflect.DeepEqual(have[name], wantM[name]) {
+			continue
+		}
+		d := Difference{Field: name, Stored: jsonValue(haveR[name]), Want: jsonValue(wantR[name])}
+		if d.Stored == d.Want {
+			d.Want += " (other credentials)"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// specMap is s as the JSON object it is stored as, Enabled true left out.
+func specMap(s Spec) map[string]any {
+	if s.IsEnabled() {
+		s.Enabled = nil
+	}
+	b, _ := json.Marshal(s)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func jsonValue(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
