@@ -5,6 +5,7 @@
 #   make build   only build bin/vigil
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
 #   make camera  an RTSP test camera at rtsp://127.0.0.1:8554/stream (README.md)
+#   make generate  the config reference (docs/config.md, configs/example.yaml) from internal/config
 #   make static  bin/vigil-static + bin/ffmpeg-static against a minimal static FFmpeg
 #                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
 #   make gpu-bundle  make static, then .gpu/: vigil-static, ffmpeg-static, ONNX Runtime
@@ -16,7 +17,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench camera check-config clean static gpu-bundle
+.PHONY: setup build run test bench camera check-config generate clean static gpu-bundle
 
 setup:
 	@bash scripts/setup.sh
@@ -48,6 +49,12 @@ camera: setup
 
 check-config: build
 	@for f in configs/*.yaml; do ./$(BIN) check-config $$f || exit 1; done
+
+# Regenerates the config reference (docs/config.md's key table and
+# configs/example.yaml) from the config structs; `make test` fails when it
+# is out of date.
+generate:
+	$(GO) generate ./internal/config
 
 # Not used by `make test`/CI. The FFmpeg build is cached under ~/.cache/vigil,
 # keyed by its version and configure flags.

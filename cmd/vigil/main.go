@@ -30,6 +30,7 @@ import (
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/redact"
+	"github.com/vigil-video/vigil/internal/registry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,7 +42,7 @@ Usage:
   vigil run --config FILE          serve the streams in FILE (Ctrl-C stops)
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
   vigil tail [flags]               print the detections a running vigil publishes
-  vigil streams ls|get|add|set|rm  manage a running vigil's streams through its API
+  vigil streams COMMAND            manage a running vigil's streams: ls, get, add, set, rm, apply
   vigil shapes [flags]             each stream's resolution against its model's fixed input shape
   vigil doctor [flags]             health report from a running vigil's metrics
   vigil bench [flags]              measure decode, inference and pipeline speed
@@ -250,13 +251,15 @@ func toolSetup(cfgPath string, stderr io.Writer) (config.Config, *zap.Logger, co
 }
 
 func cmdTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tail", "tail [--stream ID] [--nats URL] [--token-file FILE] [--count N] [--json]", stderr)
+	fs := newFlags("tail", "tail [--stream ID] [--nats URL] [--token-file FILE] [--bucket NAME] [--count N] [--json] [--quiet D]", stderr)
 	o := app.TailOptions{}
 	fs.StringVar(&o.Stream, "stream", "", "only this stream id (default: all streams)")
 	fs.StringVar(&o.URL, "nats", "nats://127.0.0.1:4222", "NATS server URL (the embedded server's default address)")
 	fs.StringVar(&o.Prefix, "prefix", "vigil", "subject prefix (nats.subject_prefix)")
 	fs.IntVar(&o.Count, "count", 0, "exit after N messages (0: until Ctrl-C)")
 	fs.BoolVar(&o.JSON, "json", false, "print raw JSON messages")
+	fs.StringVar(&o.Bucket, "bucket", registry.DefaultBucket, "stream registry bucket where --stream is looked up (nats.bucket)")
+	fs.DurationVar(&o.Quiet, "quiet", app.DefaultTailQuiet, "say so on stderr after this long without a message")
 	tokenFile := fs.String("token-file", "", "file holding the NATS token (nats.token_file of the vigil you watch)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -272,6 +275,10 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
+	if o.Quiet <= 0 {
+		return &app.BadInputError{Err: fmt.Errorf("--quiet %s: must be positive", o.Quiet)}
+	}
+	o.Notes = stderr
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()
 	return app.Tail(ctx, o, stdout)

@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/registry"
 )
 
 const streamsUsage = `Usage: vigil streams COMMAND [flags]
@@ -24,6 +28,9 @@ Manage the streams of a running vigil through its REST API.
   vigil streams add --id ID --url URL [spec flags]  register a stream (it starts at once)
   vigil streams set ID [spec flags]                 change only the given fields (the stream restarts)
   vigil streams rm ID                               remove a stream (it stops)
+  vigil streams apply --config FILE [ID...]         make the registry hold the file's streams as the
+                                                    file says (all, or those named); vigil run logs
+                                                    this command for each config stream that differs
 
 Common flags (before or after the command's own):
   --api URL          vigil's API (default http://127.0.0.1:8080, or $VIGIL_API)
@@ -102,13 +109,13 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, streamsUsage)
 		if len(args) == 0 {
-			return &app.BadInputError{Err: errors.New("a command is required: ls, get, add, set or rm")}
+			return &app.BadInputError{Err: errors.New("a command is required: ls, get, add, set, rm or apply")}
 		}
 		return flag.ErrHelp
 	}
 	sub, rest := args[0], args[1:]
 	synopsis := map[string]string{"ls": "streams ls [flags]", "get": "streams get ID [flags]", "add": "streams add --id ID --url URL [flags]",
-		"set": "streams set ID [flags]", "rm": "streams rm ID [flags]"}[sub]
+		"set": "streams set ID [flags]", "rm": "streams rm ID [flags]", "apply": "streams apply --config FILE [ID...] [flags]"}[sub]
 	if synopsis == "" {
 		synopsis = "streams " + sub
 	}
@@ -118,8 +125,10 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	ca := fs.String("ca", "", "PEM CA file to trust for https")
 	output := fs.String("o", "table", "output: table or json")
 	var sf *specFlags
-	var id *string
+	var id, cfgPath *string
 	switch sub {
+	case "apply":
+		cfgPath = fs.String("config", "", "the config file whose streams to apply (vigil run --config)")
 	case "add":
 		id = fs.String("id", "", "stream id: 1-64 of A-Z a-z 0-9 _ -")
 		sf = addSpecFlags(fs)
@@ -146,12 +155,23 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("--api %q: %v", *apiURL, err)}
 	}
 	needID := sub == "get" || sub == "set" || sub == "rm"
-	if needID && len(pos) != 1 || !needID && len(pos) != 0 {
+	if needID && len(pos) != 1 || !needID && sub != "apply" && len(pos) != 0 {
 		fs.Usage()
 		if needID {
 			return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (one stream ID, got %d arguments)", synopsis, len(pos))}
 		}
 		return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (no arguments, got %q)", synopsis, pos)}
+	}
+	var file config.Config
+	if sub == "apply" {
+		if *cfgPath == "" {
+			fs.Usage()
+			return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (--config is required)", synopsis)}
+		}
+		var err error
+		if file, err = loadConfig(*cfgPath); err != nil {
+			return err
+		}
 	}
 	c, err := app.NewClient(*apiURL, *tokenFile, *ca)
 	if err != nil {
@@ -192,6 +212,8 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+	case "apply":
+		return applyStreams(ctx, c, &file, pos, stdout)
 	default: // rm
 		if err := c.Do(ctx, http.MethodDelete, "/v1/streams/"+url.PathEscape(pos[0]), nil, nil); err != nil {
 			return err
@@ -199,4 +221,79 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "removed %s\n", pos[0])
 		return nil
 	}
+}
+
+// applyStreams makes the registry hold the streams of file (those named in
+// ids, or all) as the file says: a stream that is not registered is added,
+// one that is gets a merge patch that sets every field to the file's value
+// and removes the fields and labels the file does not set. It prints one
+// line per stream: added, changed (it restarts) or unchanged.
+func applyStreams(ctx context.Context, c *app.Client, file *config.Config, ids []string, stdout io.Writer) error {
+	byID := map[string]config.Stream{}
+	var all []string
+	for _, s := range file.Streams {
+		byID[s.ID] = s
+		all = append(all, s.ID)
+	}
+	if len(ids) == 0 {
+		ids = all
+	}
+	for _, id := range ids {
+		if _, ok := byID[id]; !ok {
+			return &app.BadInputError{Err: fmt.Errorf("stream %q is not in %s (its streams: %s)", id, file.Source, strings.Join(all, ", "))}
+		}
+	}
+	for _, id := range ids {
+		want := file.Spec(byID[id])
+		path := "/v1/streams/" + url.PathEscape(id)
+		var cur api.Stream
+		err := c.Do(ctx, http.MethodGet, path, nil, &cur)
+		var ae *app.APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			if err := c.Do(ctx, http.MethodPost, "/v1/streams", want, nil); err != nil {
+				return fmt.Errorf("adding %s: %w", id, err)
+			}
+			fmt.Fprintf(stdout, "%s: added\n", id)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var out api.Stream
+		if err := c.Do(ctx, http.MethodPatch, path, replacePatch(want, cur.Spec), &out); err != nil {
+			return fmt.Errorf("changing %s: %w", id, err)
+		}
+		if out.Revision == cur.Revision {
+			fmt.Fprintf(stdout, "%s: unchanged\n", id)
+		} else {
+			fmt.Fprintf(stdout, "%s: changed (it restarts)\n", id)
+		}
+	}
+	return nil
+}
+
+// replacePatch is the JSON merge patch (RFC 7396) that turns stored into
+// want: want's fields, and null for every other field and for each label
+// want does not have (a merge patch merges objects, so a label is removed
+// only by naming it).
+func replacePatch(want, stored registry.Spec) map[string]any {
+	b, _ := json.Marshal(want)
+	var p map[string]any
+	_ = json.Unmarshal(b, &p)
+	t := reflect.TypeFor[registry.Spec]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if _, ok := p[name]; !ok {
+			p[name] = nil
+		}
+	}
+	delete(p, "id") // the path names it; it cannot change
+	if labels, ok := p["labels"].(map[string]any); ok {
+		for k := range stored.Labels {
+			if _, keep := labels[k]; !keep {
+				labels[k] = nil
+			}
+		}
+	}
+	return p
 }

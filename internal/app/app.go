@@ -707,6 +707,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		ep.API = scheme + "://" + addr
 		log.Info("API", zap.String("url", ep.API+"/v1/streams"), zap.Bool("auth", token != ""))
 	}
+	logDrift(octx, log, streams, &c, seed, ep.API)
 	if ready != nil {
 		ready(ep)
 	}

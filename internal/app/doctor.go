@@ -231,8 +231,26 @@ func tailCheck(a, b families) Check {
 	ratio := p99 / mean
 	c.Measured = fmt.Sprintf("%.1fx (%.1f/%.1f ms)", ratio, 1e3*p99, 1e3*mean)
 	c.OK = ratio < tailToMean
-	c.Advice = "operator fusion / fixed shapes with CUDA graphs, and fewer engines competing for the same cores"
+	if gpuEngineRan(a, b) {
+		c.Advice = "operator fusion / fixed shapes with CUDA graphs (infer.cuda_graph), and fewer engines competing for the same GPU"
+	} else {
+		// The CPU engine: CUDA graphs and GPU kernels do not apply; its
+		// tail comes from threads competing for the cores.
+		c.Advice = "fewer engines and decoders competing for the same cores: fewer streams, fewer infer.intra_op_threads, or a lighter model"
+	}
 	return c
+}
+
+// gpuEngineRan reports whether the GPU engine timed any batch between the
+// two scrapes (vigil_gpu_batch_stage_seconds grew); without it inference
+// ran on the CPU.
+func gpuEngineRan(a, b families) bool {
+	for _, sec := range gpuStageSums(a, b) {
+		if sec > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func queueCheck(a, b families) Check {

@@ -41,3 +41,33 @@ vigil_gpu_batch_stage_seconds_count{model="` + model + `",batch="8",stage="` + s
 	require.Empty(t, copyCheck(a, a).Measured, "nothing ran in the window")
 	require.Contains(t, copyCheck(families{}, families{}).Advice, "no GPU batch timings")
 }
+
+// The engine-time tail's advice fits the engine that ran: CUDA graphs
+// only when the GPU engine timed batches in the window, never for the CPU
+// engine (it used to recommend them on machines without a GPU).
+func TestTailAdviceFitsTheEngine(t *testing.T) {
+	// 100 inferences, 90 under 5 ms and 10 up to 500 ms: mean 10 ms,
+	// P99 about 450 ms, far past 3x.
+	const tail = `# TYPE vigil_stage_latency_seconds histogram
+vigil_stage_latency_seconds_bucket{stream="a",stage="infer",le="0.005"} 90
+vigil_stage_latency_seconds_bucket{stream="a",stage="infer",le="0.5"} 100
+vigil_stage_latency_seconds_bucket{stream="a",stage="infer",le="+Inf"} 100
+vigil_stage_latency_seconds_sum{stream="a",stage="infer"} 1
+vigil_stage_latency_seconds_count{stream="a",stage="infer"} 100
+`
+	cpu := tailCheck(families{}, parseFamilies(t, tail))
+	require.False(t, cpu.OK, cpu.Measured)
+	require.NotContains(t, cpu.Advice, "CUDA")
+	require.Contains(t, cpu.Advice, "cores")
+
+	gpuStage := func(sum string) string {
+		return `# TYPE vigil_gpu_batch_stage_seconds histogram
+vigil_gpu_batch_stage_seconds_bucket{model="m",batch="1",stage="infer",le="+Inf"} 10
+vigil_gpu_batch_stage_seconds_sum{model="m",batch="1",stage="infer"} ` + sum + `
+vigil_gpu_batch_stage_seconds_count{model="m",batch="1",stage="infer"} 10
+`
+	}
+	gpu := tailCheck(parseFamilies(t, gpuStage("1")), parseFamilies(t, tail+gpuStage("1.5")))
+	require.False(t, gpu.OK)
+	require.Contains(t, gpu.Advice, "CUDA graphs")
+}

@@ -247,7 +247,11 @@ func (s *service) alertLoop(ctx context.Context) {
 				if err := s.sink.PublishStream(al.StreamID, sinks.KindAlerts, b); err != nil {
 					s.log.Warn("publishing alert", zap.Error(err))
 				}
-				s.log.Warn("alert", zap.String("stream", al.StreamID), zap.String("type", al.Type), zap.Int("count", al.Count), zap.Any("reasons", al.Reasons))
+				fields := []zap.Field{zap.String("stream", al.StreamID), zap.String("type", al.Type), zap.Int("count", al.Count)}
+				if len(al.Reasons) > 0 { // budget_miss has none: no "reasons": null
+					fields = append(fields, zap.Any("reasons", al.Reasons))
+				}
+				s.log.Warn("alert", fields...)
 			}
 		}
 	}

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,15 +25,43 @@ type TailOptions struct {
 	Count  int    // exit after this many messages; 0: run until ctx ends
 	JSON   bool   // print the raw messages instead of readable lines
 	Token  string // NATS token (nats.token_file), or ""
+	// Bucket is the stream registry's key-value bucket (nats.bucket of
+	// the vigil watched), where Stream is looked up (default
+	// registry.DefaultBucket).
+	Bucket string
+	// Notes receives what tail says besides the messages: a stream that
+	// is disabled, a registry it cannot read, a quiet spell. nil: none.
+	Notes io.Writer
+	// Quiet is how long without a message before a note says so, once per
+	// quiet spell (default 10 s: a stream that runs publishes every frame,
+	// and a camera that sends nothing for 10 s is stalled by default).
+	Quiet time.Duration
 }
+
+// DefaultTailQuiet is TailOptions.Quiet's default: decode's default stall
+// timeout, past which a running stream would have reconnected.
+const DefaultTailQuiet = 10 * time.Second
 
 // Tail is `vigil tail`: it subscribes to <prefix>.<stream|*>.detections and
 // prints one line per frame to out, e.g.
 //
 //	megamind  #120  pts 5.005 s  1 det  total 14.2 ms (infer 3.1)  face 0.96 [301,88 412,199]
+//
+// A Stream that is not in the registry is bad input (the error lists the
+// registered ones) rather than a silent wait; a disabled one, and each
+// spell of Quiet without a message, get a note on o.Notes.
 func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 	if o.Prefix == "" {
 		o.Prefix = "vigil"
+	}
+	if o.Bucket == "" {
+		o.Bucket = registry.DefaultBucket
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = DefaultTailQuiet
+	}
+	if o.Notes == nil {
+		o.Notes = io.Discard
 	}
 	token := "*"
 	if o.Stream != "" {
@@ -45,8 +75,14 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 		return fmt.Errorf("connecting to NATS at %s: %w (is vigil run up? see --nats)", redact.URLs(o.URL), err)
 	}
 	defer nc.Close()
+	if o.Stream != "" {
+		if err := checkTailStream(ctx, nc, o); err != nil {
+			return err
+		}
+	}
 	msgs := make(chan *nats.Msg, 256)
-	sub, err := nc.ChanSubscribe(sinks.Subject(o.Prefix, token), msgs)
+	subject := sinks.Subject(o.Prefix, token)
+	sub, err := nc.ChanSubscribe(subject, msgs)
 	if err != nil {
 		return fmt.Errorf("subscribing: %w", err)
 	}
@@ -54,22 +90,70 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("subscribing: %w", err)
 	}
-	for n := 0; o.Count == 0 || n < o.Count; n++ {
+	quiet := time.NewTimer(o.Quiet)
+	defer quiet.Stop()
+	for n := 0; o.Count == 0 || n < o.Count; {
+		var m *nats.Msg
 		select {
 		case <-ctx.Done():
 			return nil
-		case m := <-msgs:
-			if o.JSON {
-				fmt.Fprintf(out, "%s\n", m.Data)
-				continue
-			}
-			var msg sinks.Message
-			if err := json.Unmarshal(m.Data, &msg); err != nil {
-				fmt.Fprintf(out, "%s: undecodable message: %v\n", m.Subject, err)
-				continue
-			}
-			fmt.Fprintln(out, FormatMessage(&msg))
+		case <-quiet.C:
+			fmt.Fprintf(o.Notes, "vigil tail: no message on %s for %s; see the streams' state with: vigil streams ls\n", subject, o.Quiet)
+			continue
+		case m = <-msgs:
+			quiet.Reset(o.Quiet)
+			n++
 		}
+		if o.JSON {
+			fmt.Fprintf(out, "%s\n", m.Data)
+			continue
+		}
+		var msg sinks.Message
+		if err := json.Unmarshal(m.Data, &msg); err != nil {
+			fmt.Fprintf(out, "%s: undecodable message: %v\n", m.Subject, err)
+			continue
+		}
+		fmt.Fprintln(out, FormatMessage(&msg))
+	}
+	return nil
+}
+
+// checkTailStream looks o.Stream up in the registry: not there is bad
+// input naming the streams that are; disabled gets a note. A registry
+// tail cannot read (another bucket, no JetStream, no permission) gets a
+// note, and tail goes on: the messages may still come.
+func checkTailStream(ctx context.Context, nc *nats.Conn, o TailOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cannot := func(err error) error {
+		fmt.Fprintf(o.Notes, "vigil tail: cannot check that stream %s exists: %v (see --bucket)\n", o.Stream, err)
+		return nil
+	}
+	reg, err := registry.Lookup(ctx, nc, o.Bucket)
+	if err != nil {
+		return cannot(err)
+	}
+	e, err := reg.Get(ctx, o.Stream)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		all, err := reg.List(ctx, nil)
+		if err != nil {
+			return cannot(err)
+		}
+		ids := make([]string, len(all))
+		for i, e := range all {
+			ids[i] = e.Spec.ID
+		}
+		slices.Sort(ids)
+		known := "none"
+		if len(ids) > 0 {
+			known = strings.Join(ids, ", ")
+		}
+		return badInput(fmt.Errorf("--stream %q: no such stream in registry %s (registered: %s); add it with: vigil streams add", o.Stream, o.Bucket, known))
+	case err != nil:
+		return cannot(err)
+	case !e.Spec.IsEnabled():
+		fmt.Fprintf(o.Notes, "vigil tail: stream %s is disabled: nothing is published until it is enabled (vigil streams set %s --disabled=false)\n", o.Stream, o.Stream)
 	}
 	return nil
 }

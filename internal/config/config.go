@@ -1,7 +1,12 @@
 // Package config loads vigil's YAML configuration: strict decoding (an
 // unknown key is an error naming the file, line and key), defaults in code,
 // and one Validate that reports every problem with the field it concerns.
+//
+// The config reference in docs/config.md and configs/example.yaml is
+// generated from this package's structs (see Config).
 package config
+
+//go:generate go run ./gen
 
 import (
 	"bytes"
@@ -25,10 +30,23 @@ import (
 	"github.com/vigil-video/vigil/internal/registry"
 )
 
-// Config is the whole file. See configs/demo.yaml and docs/config.md.
+// Config is the whole file. See configs/example.yaml (every key, generated
+// from these structs) and docs/config.md.
+//
+// The config reference (docs/config.md's table and configs/example.yaml)
+// is generated from the structs below by `go generate ./internal/config`,
+// and a test fails when they drift: each key is a field's yaml tag, its
+// meaning the field's doc comment (Go field names of the same struct
+// become their keys), its default the value in Default() (FillStream for
+// streams). A field without a doc comment shares the one above it, and
+// the keys are documented together. Two optional tags serve the generator
+// only: default:"..." replaces the default shown (a rule rather than a
+// value, e.g. "every visible GPU"), and example:"..." is the value a list
+// entry shows in the example (for required keys).
 type Config struct {
 	// DataDir holds vigil's state: the embedded NATS server's JetStream
-	// store (the stream registry). Default ~/.local/share/vigil.
+	// store, which holds the stream registry ($XDG_DATA_HOME/vigil when
+	// that is set).
 	DataDir  string   `yaml:"data_dir"`
 	API      API      `yaml:"api"`
 	Log      Log      `yaml:"log"`
@@ -37,219 +55,278 @@ type Config struct {
 	Infer    Infer    `yaml:"infer"`
 	Decode   Decode   `yaml:"decode"`
 	Pipeline Pipeline `yaml:"pipeline"`
-	// Models adds named models to (or overrides) infer.BuiltinModels.
-	Models  []Model  `yaml:"models"`
+	// Models are named models, added to (or overriding) the built-in ones
+	// (blazeface, blazeface-back, yolox-nano).
+	Models []Model `yaml:"models"`
+	// Streams are the cameras and files to serve. They seed the stream
+	// registry (docs/api.md) the first time vigil sees them; after that
+	// the registry's version runs.
 	Streams []Stream `yaml:"streams"`
+
+	// Source is the file Load read, as an absolute path ("" after Parse):
+	// messages that say how to apply the file name it. Not a key.
+	Source string `yaml:"-"`
 }
 
-// API configures the REST API (/v1/streams).
+// API configures the REST API (/v1/streams, docs/api.md).
 type API struct {
-	// Listen is host:port (default 127.0.0.1:8080); "off" disables the API.
+	// Listen is the host:port of the REST API (docs/api.md); off disables
+	// it.
 	Listen string `yaml:"listen"`
-	// TokenFile holds a bearer token; when set, every call needs
-	// "Authorization: Bearer <token>".
+	// TokenFile is a file holding a bearer token; when set, every API call
+	// needs `Authorization: Bearer <token>`.
 	TokenFile string `yaml:"token_file"`
-	// TLSCert and TLSKey (PEM files) serve the API over HTTPS.
+	// TLSCert and TLSKey are PEM files: with both, the API is served over
+	// HTTPS (TLS 1.2+).
 	TLSCert string `yaml:"tls_cert"`
 	TLSKey  string `yaml:"tls_key"`
 }
 
 // Log configures zap.
 type Log struct {
-	// Level: debug, info (default), warn or error.
+	// Level is debug, info, warn or error.
 	Level string `yaml:"level"`
-	// Format: console (default) or json.
+	// Format is console or json.
 	Format string `yaml:"format"`
 }
 
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
-	// Listen is the host:port serving /metrics (default 127.0.0.1:9090);
-	// "off" disables it.
+	// Listen is the host:port serving /metrics and /healthz; off disables
+	// them.
 	Listen string `yaml:"listen"`
 }
 
 // NATS configures where detections go.
 type NATS struct {
-	// URL of an external server or cluster (comma-separated). Empty (the
-	// default) starts an embedded server instead.
+	// URL is an external NATS server, or a comma-separated cluster (nats://,
+	// tls://, ws:// or wss://); empty starts the embedded server.
 	URL string `yaml:"url"`
-	// Listen is the embedded server's host:port (default 127.0.0.1:4222;
-	// port 0 picks a free one). Ignored when URL is set.
+	// Listen is the embedded server's host:port (port 0: a free port).
+	// Ignored when URL is set.
 	Listen string `yaml:"listen"`
-	// SubjectPrefix is the first subject token (default "vigil").
+	// SubjectPrefix is the first subject token: messages go to
+	// `<prefix>.<stream_id>.detections`, lifecycle events to
+	// `<prefix>.<stream_id>.events`, alerts to `<prefix>.<stream_id>.alerts`.
 	SubjectPrefix string `yaml:"subject_prefix"`
-	// TokenFile holds a token for NATS: the embedded server requires it from
-	// every client, and vigil presents it to an external server.
+	// TokenFile is a file holding a token: the embedded server then
+	// requires it from every client (`vigil tail --token-file`), and vigil
+	// presents it to an external server.
 	TokenFile string `yaml:"token_file"`
-	// Bucket is the JetStream key-value bucket of the stream registry
-	// (default vigil_streams); Replicas its replica count on a cluster
-	// (default 1).
-	Bucket   string `yaml:"bucket"`
-	Replicas int    `yaml:"replicas"`
+	// Bucket is the JetStream key-value bucket of the stream registry.
+	Bucket string `yaml:"bucket"`
+	// Replicas is the bucket's replica count on an external cluster (1 to
+	// 5).
+	Replicas int `yaml:"replicas"`
 }
 
 // Infer configures ONNX Runtime.
 type Infer struct {
-	// ORTLibrary is libonnxruntime.so (default: assets.ORTLibrary()).
+	// ORTLibrary is the ONNX Runtime 1.30 C library (the environment
+	// variable VIGIL_ORT_LIBRARY overrides the default).
 	ORTLibrary string `yaml:"ort_library"`
-	// ModelsDir resolves relative model files (default: assets.ModelsDir()).
+	// ModelsDir is where relative model paths are resolved.
 	ModelsDir string `yaml:"models_dir"`
-	// IntraOpThreads per engine; 0 lets ONNX Runtime choose.
+	// IntraOpThreads is ONNX Runtime's intra-op thread count per engine; 0
+	// lets ONNX Runtime choose.
 	IntraOpThreads int `yaml:"intra_op_threads"`
 	// BatchSizes are the engine instances per model for cross-stream
-	// batching, e.g. [1, 4, 8] (default [1]: no batching). Sizes above 1
-	// need the model's fixed-batch copies <model>.b<N>.onnx beside it
-	// (make setup makes 4, 8 and 32 for BlazeFace, and for YOLOX-Nano when
-	// yolox_nano.onnx is in the models directory).
+	// batching, e.g. [1, 4, 8] ([1]: no batching). Sizes above 1 use the
+	// fixed-batch copies `<model>.b<N>.onnx` beside the model: `make setup`
+	// makes .b4, .b8 and .b32 of both BlazeFace models, and of
+	// yolox_nano.onnx when it is in `${VIGIL_CACHE_DIR}/models`;
+	// `scripts/batch_models.py MODEL.onnx N...` makes others.
 	BatchSizes []int `yaml:"batch_sizes"`
-	// Provider is the preferred ONNX Runtime execution provider: auto (the
-	// default: tensorrt, then cuda, then cpu), tensorrt, cuda or cpu. Each
-	// falls back along tensorrt → cuda → cpu and logs one line saying which
-	// provider each model got and why.
+	// Provider is the ONNX Runtime execution provider to prefer: auto and
+	// tensorrt try TensorRT, then CUDA, then the CPU; cuda tries CUDA, then
+	// the CPU; cpu uses the CPU engine only. TensorRT and CUDA run vigil's
+	// GPU engine (docs/gpu.md). Each model logs one line, `model loaded:
+	// execution provider X` with why the ones before it were skipped.
 	Provider string `yaml:"provider"`
-	// Device is the CUDA device ordinal of the GPU engine (default 0) for
-	// one-shot tools (detect, bench) and, when Devices is empty and no GPU
-	// is visible, for vigil run.
+	// Device is the CUDA device ordinal of the GPU engine for detect and
+	// bench, and for run when Devices is empty and at most one GPU is
+	// visible.
 	Device int `yaml:"device"`
-	// Devices are the CUDA device ordinals vigil run places streams on,
-	// fewest streams first, sticky, rebalanced when streams are removed;
-	// each has its own engines, CUDA streams and pinned slots. Empty (the
-	// default): every visible GPU.
-	Devices []int `yaml:"devices"`
-	// CUDAGraph replays each GPU run as a CUDA graph (default true).
+	// Devices are the CUDA device ordinals vigil run places streams on:
+	// each new stream goes to the device with the fewest streams, stays
+	// there, and when streams are removed or disabled the others are
+	// rebalanced with as few moves as possible (a moved stream restarts).
+	// Each device has its own engines, CUDA streams and pinned slots, and
+	// NVDEC decodes on the stream's device.
+	Devices []int `yaml:"devices" default:"every visible GPU"`
+	// CUDAGraph replays each GPU run as a CUDA graph after warm-up (CUDA EP
+	// enable_cuda_graph, TensorRT EP trt_cuda_graph_enable).
 	CUDAGraph *bool `yaml:"cuda_graph"`
-	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32;
-	// default false), which can make convolutions faster on Ampere and later
-	// (not measured against fp32 here, docs/performance.md), with inputs
-	// rounded to a 10-bit mantissa, so detections drift slightly from the
-	// CPU engine's.
+	// TF32 lets the CUDA provider use TensorFloat-32 tensor-core maths
+	// (use_tf32), which can make convolutions faster on Ampere and later
+	// (not measured against fp32 on the H200 here, docs/performance.md);
+	// inputs are rounded to a 10-bit mantissa, so detections drift slightly
+	// from the CPU engine's.
 	TF32 bool `yaml:"tf32"`
-	// Slots is the GPU engine's pinned staging slots, i.e. batches in
-	// flight per engine (default 2: double buffering).
+	// Slots is the GPU engine's pinned staging slots (2: double
+	// buffering): with batching (BatchSizes beyond 1), the batches in
+	// flight per model; without it the engine's EDF gate runs one frame at
+	// a time. 1 to 16.
 	Slots int `yaml:"slots"`
-	// TensorRT settings for the tensorrt provider.
+	// TensorRT configures the tensorrt provider.
 	TensorRT TensorRT `yaml:"tensorrt"`
 }
 
 // Decode configures decoding for every stream.
 type Decode struct {
-	// HWAccel: none (the default: FFmpeg on the CPU), auto (NVDEC when the
-	// codec and GPU allow it, else the CPU with one log line per stream)
-	// or cuda (NVDEC required). NVDEC frames stay in GPU memory for the
-	// GPU engine; on the GPU device infer.device. hybrid uses both NVDEC
-	// and the CPU cores as decoders: each stream goes to its GPU's NVDEC or
-	// to the CPU, whichever would be less loaded relative to its capacity
+	// HWAccel is auto, cuda, hybrid or none: none decodes with FFmpeg on
+	// the CPU; auto and cuda decode with NVDEC into GPU memory
+	// (experimental, docs/gpu.md), on the stream's GPU; auto falls back to
+	// the CPU per stream with one log line, cuda fails a stream that cannot
+	// use it. hybrid sends each stream to its GPU's NVDEC or to the CPU
+	// cores, whichever would be less loaded relative to its capacity
 	// (NVDECFPS, CPUFPS).
 	HWAccel string `yaml:"hwaccel"`
-	// NVDECFPS and CPUFPS are the decode capacities hybrid decoding
-	// places streams by, in frames per second of the streams vigil serves:
-	// one GPU's NVDEC engines, and all the CPU cores. Measure them with
-	// `vigil bench --streams` under decode.hwaccel cuda and none (the
-	// processed fps of the best point); give the CPU less than its
-	// CPU-only figure, since under hybrid decoding the cores also serve
-	// the NVDEC streams and the engine. 0 takes defaults measured on an
-	// H200 machine with 16 cores for 1080p30 H.264 at 6 Mbit/s: 2150 for
-	// NVDEC and 62 per core for the CPU (docs/performance.md).
+	// NVDECFPS is hybrid decoding's capacity of one GPU's NVDEC, in frames
+	// per second of your streams (`vigil bench --streams` with hwaccel cuda
+	// measures it: the processed fps of the best point); 0 takes 2150,
+	// measured on an H200 machine for 1080p30 H.264 at 6 Mbit/s. Measure it
+	// with all your GPUs: on the two-H200 test machines NVDEC carried no
+	// more than on the one-H200 ones (about 2,000 fps per host), and 1,200
+	// per GPU with cpu_fps 3600 carried the most streams
+	// (docs/performance.md).
 	NVDECFPS float64 `yaml:"nvdec_fps"`
-	CPUFPS   float64 `yaml:"cpu_fps"`
-	// HWSurfaces bounds the NVDEC frames per stream held downstream
-	// (queued or in a batch; default 8): decoded surfaces are copied into a
-	// per-stream pool of device frames of this size, and the decoder waits
-	// when all are out.
+	// CPUFPS is hybrid decoding's capacity of all CPU cores, in frames per
+	// second (hwaccel none measures it); 0 takes 62 per core. Give hybrid
+	// less than the CPU-only figure: the cores also serve the NVDEC streams
+	// and the engine.
+	CPUFPS float64 `yaml:"cpu_fps"`
+	// HWSurfaces bounds the NVDEC frames per stream held downstream at once
+	// (queued or batched), 1 to 64: decoded surfaces are copied into a
+	// per-stream pool of device frames of this size (3.1 MB each at 1080p),
+	// and the decoder waits when all are out.
 	HWSurfaces int `yaml:"hw_surfaces"`
 }
 
 // TensorRT configures ONNX Runtime's TensorRT execution provider (see
 // docs/gpu.md). Profiles are fixed to each engine's batch and input size.
 type TensorRT struct {
+	// FP16 lets TensorRT use fp16 kernels (trt_fp16_enable).
 	FP16 bool `yaml:"fp16"`
+	// INT8 lets TensorRT use int8 kernels (trt_int8_enable); it needs
+	// INT8CalibrationTable.
 	INT8 bool `yaml:"int8"`
-	// INT8CalibrationTable is the calibration table file (needed by int8).
+	// INT8CalibrationTable is the calibration table file
+	// (trt_int8_calibration_table_name).
 	INT8CalibrationTable string `yaml:"int8_calibration_table"`
-	// EngineCacheDir keeps built engines (empty, the default: no cache;
-	// every start builds them again).
+	// EngineCacheDir keeps built TensorRT engines
+	// (trt_engine_cache_enable, trt_engine_cache_path); empty: no cache,
+	// every start builds them again. Strongly advised: building takes
+	// seconds to minutes.
 	EngineCacheDir string `yaml:"engine_cache_dir"`
-	// TimingCacheDir keeps TensorRT's layer timings (default: EngineCacheDir).
-	TimingCacheDir string `yaml:"timing_cache_dir"`
+	// TimingCacheDir keeps TensorRT's layer timing cache
+	// (trt_timing_cache_enable, trt_timing_cache_path).
+	TimingCacheDir string `yaml:"timing_cache_dir" default:"engine_cache_dir"`
 }
 
 // Pipeline holds defaults for every stream.
 type Pipeline struct {
-	// QueueSize is the bounded queue before the engine, in frames (default 4).
+	// QueueSize is the frames waiting for the engine, per stream (1 to
+	// 1000); when full the oldest is dropped (queue_full).
 	QueueSize int `yaml:"queue_size"`
-	// ProgressInterval between progress lines on stderr (default 5s; 0s
-	// disables them).
+	// ProgressInterval is the period of the progress lines on stderr; 0s
+	// disables them.
 	ProgressInterval *Duration `yaml:"progress_interval"`
-	// DefaultModel for streams that name none (default "blazeface").
+	// DefaultModel is the model of streams that name none.
 	DefaultModel string `yaml:"default_model"`
-	// BudgetMS is the default per-frame latency budget in ms, arrival to
-	// publish (default 200; 0: no budget, no deadline drops).
+	// BudgetMS is the default latency budget per frame in ms, packet
+	// arrival to publish; frames that can no longer make it are dropped
+	// (deadline). 0: no budget, no deadline drops.
 	BudgetMS *int `yaml:"budget_ms"`
-	// Degradation: when the total queue depth stays above DegradeDepth
-	// frames (default 10) for DegradeAfter (3s), priority-low streams run at
-	// DegradedFPS (2) until it stays at or below half of it for
-	// RestoreAfter (10s).
+	// DegradeDepth, DegradeAfter, RestoreAfter and DegradedFPS drive
+	// degradation: a total queue depth above DegradeDepth frames for
+	// DegradeAfter switches `priority: low` streams to DegradedFPS frames
+	// per second; at or below half of it for RestoreAfter switches them
+	// back.
 	DegradeDepth int      `yaml:"degrade_depth"`
 	DegradeAfter Duration `yaml:"degrade_after"`
 	RestoreAfter Duration `yaml:"restore_after"`
 	DegradedFPS  float64  `yaml:"degraded_fps"`
-	// PreferredBatchSizes: a batch is dispatched at once when the largest
-	// is reached (default: the largest of infer.batch_sizes).
-	PreferredBatchSizes []int `yaml:"preferred_batch_sizes"`
-	// MaxQueueDelayUS is the longest a frame waits for its batch to fill,
-	// in µs (default 2000).
+	// PreferredBatchSizes: a batch is dispatched as soon as the largest of
+	// these is reached.
+	PreferredBatchSizes []int `yaml:"preferred_batch_sizes" default:"the largest of infer.batch_sizes"`
+	// MaxQueueDelayUS is the longest a frame waits for its batch to fill
+	// while no batch is running, in µs (a batch also leaves early when
+	// waiting would break the earliest deadline). With the GPU engine's
+	// slots, while a batch runs a partial batch waits for it to end or to
+	// fill instead: it could only queue behind it, and a fixed-shape engine
+	// runs a padded batch in about the time of a full one.
 	MaxQueueDelayUS int `yaml:"max_queue_delay_us"`
-	// AlertInterval is the least time between two alerts of one kind for
-	// one stream on <prefix>.<id>.alerts (default 10s).
+	// AlertInterval is the least time between two alerts of one kind
+	// (frame_drop, budget_miss) for one stream on
+	// `<prefix>.<stream_id>.alerts`; at least 100ms.
 	AlertInterval Duration `yaml:"alert_interval"`
 }
 
 // Model is a named model.
 type Model struct {
-	Name string `yaml:"name"`
-	// Path to the .onnx file, absolute or relative to infer.models_dir.
-	Path string `yaml:"path"`
-	// Adapter: blazeface, yolox, or empty to detect it from the model.
-	Adapter        string  `yaml:"adapter"`
+	// Name is what streams[].model refers to.
+	Name string `yaml:"name" default:"required" example:"faces-far"`
+	// Path is the .onnx file, absolute or relative to infer.models_dir.
+	Path string `yaml:"path" default:"required" example:"face_detection_back_256x256_barracuda.onnx"`
+	// Adapter is blazeface, yolox, or empty to detect it from the model's
+	// shapes.
+	Adapter string `yaml:"adapter"`
+	// ScoreThreshold and IoUThreshold (0 to 1) replace the adapter's
+	// defaults; 0 keeps them.
 	ScoreThreshold float32 `yaml:"score_threshold"`
 	IoUThreshold   float32 `yaml:"iou_threshold"`
 }
 
 // Stream is one camera or file.
 type Stream struct {
-	// ID: 1-64 characters of [A-Za-z0-9_-]; it becomes a NATS subject
+	// ID is 1-64 characters of `A-Z a-z 0-9 _ -`; it becomes a NATS subject
 	// token and a metric label.
-	ID string `yaml:"id"`
-	// URL: rtsp://, rtsps://, http(s)://, file:// or a path. ${VAR} is
-	// expanded; ${VIGIL_CACHE_DIR} defaults to the asset cache.
-	URL string `yaml:"url"`
-	// Model: a model name or an .onnx path (default pipeline.default_model).
-	Model string `yaml:"model"`
-	// Transport for RTSP: tcp (default) or udp.
+	ID string `yaml:"id" default:"required" example:"lobby"`
+	// URL is rtsp://, rtsps://, http(s)://, file:// or a path; ${VAR} is
+	// expanded (${VIGIL_CACHE_DIR} defaults to the asset cache), and
+	// credentials in it are redacted in logs.
+	URL string `yaml:"url" default:"required" example:"rtsp://viewer:secret@192.0.2.10:554/stream1"`
+	// Model is a models[] name, a built-in name (blazeface, blazeface-back,
+	// yolox-nano) or an .onnx path.
+	Model string `yaml:"model" default:"pipeline.default_model"`
+	// Transport is RTSP's lower transport: tcp or udp.
 	Transport string `yaml:"transport"`
-	// FPSLimit caps processed frames per second (0: none) with a token
-	// bucket of FPSBurst frames (default 1).
+	// FPSLimit is an admission token bucket's rate, in frames per second by
+	// arrival time (0: none); refused frames are dropped as rate_limit.
+	// FPSBurst is the bucket's size (0: 1).
 	FPSLimit float64 `yaml:"fps_limit"`
 	FPSBurst int     `yaml:"fps_burst"`
-	// BudgetMS is the latency budget in ms (0: default).
+	// BudgetMS is the stream's latency budget in ms (0:
+	// pipeline.budget_ms).
 	BudgetMS int `yaml:"budget_ms"`
-	// Priority: high, normal (default) or low.
-	Priority string `yaml:"priority"`
-	// Enabled (default true) streams run; disabled ones are only stored.
-	Enabled *bool `yaml:"enabled"`
-	// Labels are free-form key/value pairs.
+	// Priority is high, normal or low: high streams get their own engine
+	// instance and queue; low streams drop to pipeline.degraded_fps while
+	// degradation is engaged (docs/architecture.md).
+	Priority string `yaml:"priority" default:"normal" example:"normal"`
+	// Enabled streams run; a disabled stream is stored in the registry but
+	// not run.
+	Enabled *bool `yaml:"enabled" default:"true" example:"true"`
+	// Labels are free-form `key: value` pairs: at most 16, keys 1-63 of
+	// `A-Z a-z 0-9 _ . -`, values up to 256 bytes.
 	Labels map[string]string `yaml:"labels"`
-	// Realtime paces a file at its native rate; Loop restarts it.
+	// Realtime paces a file at its native frame rate, as a camera would
+	// send it.
 	Realtime bool `yaml:"realtime"`
-	Loop     bool `yaml:"loop"`
-	// OpenTimeout bounds opening up to the first frame (default 60s);
-	// StallTimeout bounds the wait for each packet after it (default 10s).
-	OpenTimeout  Duration `yaml:"open_timeout"`
+	// Loop restarts a file at its end (pts keeps increasing).
+	Loop bool `yaml:"loop"`
+	// OpenTimeout bounds opening the input, probing its streams and
+	// decoding the first frame (a slow camera gets this long).
+	OpenTimeout Duration `yaml:"open_timeout"`
+	// StallTimeout bounds the wait for one packet after that; longer is a
+	// stall, and a live stream reconnects.
 	StallTimeout Duration `yaml:"stall_timeout"`
-	// QueueSize overrides pipeline.queue_size.
-	QueueSize int `yaml:"queue_size"`
-	// DecodeThreads is FFmpeg's thread count (0: FFmpeg chooses).
+	// QueueSize overrides pipeline.queue_size for this stream.
+	QueueSize int `yaml:"queue_size" default:"pipeline.queue_size"`
+	// DecodeThreads is FFmpeg's decoder thread count, 0 to 64; 0 lets
+	// FFmpeg choose, with slice threads only for live and real-time streams
+	// (frame threads would delay every frame by threads-1 frames); a count
+	// above 0 keeps frame threads (NVDEC decoders always use 1).
 	DecodeThreads int `yaml:"decode_threads"`
 }
 
@@ -299,56 +376,86 @@ func Default() Config {
 	}
 }
 
-// Load reads, decodes, defaults and validates the file at path.
+// Load reads, decodes, defaults and validates the file at path, and
+// records it in Source.
 func Load(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data, path)
+	c, err := Parse(data, path)
+	if err != nil {
+		return c, err
+	}
+	if c.Source, err = filepath.Abs(path); err != nil {
+		c.Source = path
+	}
+	return c, nil
 }
 
 // Parse decodes data (named name in errors) over Default(), expands
 // environment variables in URLs and paths, fills stream defaults and
-// validates. Errors name the file and the line or field.
+// validates. Errors name the file and the line or field. Unknown keys and
+// the problems Validate finds are reported together (an unknown key is
+// left out of the decoded value, so the rest can still be checked); other
+// decoding errors stop before validation.
 func Parse(data []byte, name string) (Config, error) {
 	c := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	var unknown string
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
-		return Config{}, fmt.Errorf("%s: %s", name, yamlError(err))
+		msg, onlyUnknown := yamlError(err)
+		if !onlyUnknown {
+			return Config{}, fmt.Errorf("%s: %s", name, msg)
+		}
+		unknown = msg
 	}
 	c.expand()
 	c.fill()
-	if err := c.Validate(); err != nil {
+	err := c.Validate()
+	switch {
+	case unknown != "" && err != nil:
+		return Config{}, fmt.Errorf("%s: %s; %w", name, unknown, err)
+	case unknown != "":
+		return Config{}, fmt.Errorf("%s: %s", name, unknown)
+	case err != nil:
 		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return c, nil
 }
 
-var (
-	reUnknown = regexp.MustCompile(`line (\d+): field (\S+) not found in type config\.(\w+)`)
-	sections  = map[string]string{
-		"Config": "top level", "API": "api", "Log": "log", "Metrics": "metrics", "NATS": "nats", "Infer": "infer",
-		"Pipeline": "pipeline", "Model": "models[]", "Stream": "streams[]", "TensorRT": "infer.tensorrt", "Decode": "decode",
-	}
-)
+var reUnknown = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
 
-// yamlError rewrites yaml.v3's messages into one line that names the key
-// and its section: `line 7: unknown key "bogus" in streams[]`.
-func yamlError(err error) string {
+// yamlError rewrites yaml.v3's messages into one line that names each
+// unknown key, its section and, when one is close, the key meant:
+// `line 7: unknown key "urll" in streams[] (did you mean "url"?)`.
+// onlyUnknown is true when every error is an unknown key.
+func yamlError(err error) (msg string, onlyUnknown bool) {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return strings.TrimPrefix(err.Error(), "yaml: ")
+		return strings.TrimPrefix(err.Error(), "yaml: "), false
 	}
+	onlyUnknown = true
 	msgs := make([]string, 0, len(te.Errors))
 	for _, e := range te.Errors {
-		if m := reUnknown.FindStringSubmatch(e); m != nil {
-			e = fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], sections[m[3]])
+		m := reUnknown.FindStringSubmatch(e)
+		if m == nil {
+			onlyUnknown = false
+			msgs = append(msgs, e)
+			continue
+		}
+		section, keys := m[3], []string(nil)
+		if t, ok := sectionByTypeName(m[3]); ok {
+			section, keys, _ = sectionName(t)
+		}
+		e = fmt.Sprintf("line %s: unknown key %q in %s", m[1], m[2], section)
+		if k := suggest(m[2], keys); k != "" {
+			e += fmt.Sprintf(" (did you mean %q?)", k)
 		}
 		msgs = append(msgs, e)
 	}
-	return strings.Join(msgs, "; ")
+	return strings.Join(msgs, "; "), onlyUnknown
 }
 
 func defaultDataDir() string {
@@ -380,22 +487,28 @@ func (c *Config) expand() {
 
 func (c *Config) fill() {
 	for i := range c.Streams {
-		s := &c.Streams[i]
-		if s.Model == "" {
-			s.Model = c.Pipeline.DefaultModel
-		}
-		if s.Transport == "" {
-			s.Transport = "tcp"
-		}
-		if s.OpenTimeout.Duration == 0 {
-			s.OpenTimeout.Duration = decode.DefaultOpenTimeout
-		}
-		if s.StallTimeout.Duration == 0 {
-			s.StallTimeout.Duration = decode.DefaultStallTimeout
-		}
-		if s.QueueSize == 0 {
-			s.QueueSize = c.Pipeline.QueueSize
-		}
+		c.FillStream(&c.Streams[i])
+	}
+}
+
+// FillStream sets the keys s leaves unset to their defaults: the model
+// and queue size from pipeline, tcp, and decode's open and stall timeouts.
+// Parse does it for every stream of the file.
+func (c *Config) FillStream(s *Stream) {
+	if s.Model == "" {
+		s.Model = c.Pipeline.DefaultModel
+	}
+	if s.Transport == "" {
+		s.Transport = "tcp"
+	}
+	if s.OpenTimeout.Duration == 0 {
+		s.OpenTimeout.Duration = decode.DefaultOpenTimeout
+	}
+	if s.StallTimeout.Duration == 0 {
+		s.StallTimeout.Duration = decode.DefaultStallTimeout
+	}
+	if s.QueueSize == 0 {
+		s.QueueSize = c.Pipeline.QueueSize
 	}
 }
 
@@ -602,9 +715,10 @@ func (c *Config) Validate() error {
 		// Fields shared with the registry spec; those checked above are
 		// not reported twice.
 		sp := c.Spec(s)
-		var fe *registry.FieldError
-		if err := sp.Validate(nil); errors.As(err, &fe) && !checkedHere[fe.Field] {
-			p.add(f+"."+fe.Field, "%s", fe.Msg)
+		for _, fe := range sp.Problems(nil) {
+			if !checkedHere[fe.Field] {
+				p.add(f+"."+fe.Field, "%s", fe.Msg)
+			}
 		}
 		if m, err := c.ResolveModel(s.Model); err != nil {
 			p.add(f+".model", "%v", err)

@@ -132,3 +132,75 @@ streams:
 	require.Equal(t, dir+"/sub/model.onnx", m.File, "relative paths not in the working directory resolve in models_dir")
 	require.Contains(t, c.CheckModel("yolox-nano").Error(), "make setup does not install it")
 }
+
+// Every problem of a stream is reported at once, those the registry's
+// spec check finds included (it used to stop at the first of them).
+func TestStreamProblemsAllAtOnce(t *testing.T) {
+	_, err := Parse([]byte(`
+models: [{name: m, path: /dev/null}]
+streams:
+  - id: a
+    url: /x.avi
+    model: m
+    fps_limit: -1
+    fps_burst: -1
+    budget_ms: -1
+    priority: urgent
+    labels: {"bad key": v, "also bad": w}
+    stall_timeout: 2h
+`), "s.yaml")
+	require.Error(t, err)
+	for _, want := range []string{
+		"streams[0].fps_limit: -1", "streams[0].fps_burst: -1", "streams[0].budget_ms: -1",
+		`streams[0].priority: "urgent"`, `streams[0].labels: key "also bad"`, `streams[0].labels: key "bad key"`,
+		`streams[0].stall_timeout: "2h0m0s"`,
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+}
+
+// An unknown key names the key it most likely meant, and is reported with
+// the file's other problems rather than alone.
+func TestUnknownKeySuggestions(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"nats: {urll: x}\n", `line 1: unknown key "urll" in nats (did you mean "url"?)`},
+		{"metric: {listen: x}\n", `line 1: unknown key "metric" in top level (did you mean "metrics"?)`},
+		{"infer: {tensorrt: {fp17: true}}\n", `unknown key "fp17" in infer.tensorrt (did you mean "fp16"?)`},
+		{"streams:\n  - {id: a, url: /x.avi, stall_timout: 5s}\n", `line 2: unknown key "stall_timout" in streams[] (did you mean "stall_timeout"?)`},
+		{"pipeline: {QueueSize: 3}\n", `(did you mean "queue_size"?)`},
+		{"pipeline: {Queue_Size: 3}\n", `(did you mean "queue_size"?)`},
+	} {
+		_, err := Parse([]byte(tc.yaml), "c.yaml")
+		require.ErrorContains(t, err, tc.want, tc.yaml)
+	}
+	_, err := Parse([]byte("streams:\n  - {id: a, url: /x.avi, bogus: 1}\n"), "c.yaml")
+	require.ErrorContains(t, err, `unknown key "bogus" in streams[]`)
+	require.NotContains(t, err.Error(), "did you mean", "nothing is close to bogus")
+
+	_, err = Parse([]byte("log: {levle: debug}\nstreams:\n  - {id: a, url: /x.avi, fps_limit: -1, priority: urgent}\n"), "c.yaml")
+	require.Error(t, err)
+	for _, want := range []string{`unknown key "levle" in log (did you mean "level"?)`, "streams[0].fps_limit: -1", `streams[0].priority: "urgent"`} {
+		require.Contains(t, err.Error(), want)
+	}
+	require.NotContains(t, err.Error(), "\n")
+}
+
+// Every section of the file has a name in messages, found from the
+// structs, so a section added later needs no table entry.
+func TestEverySectionNamed(t *testing.T) {
+	n := 0
+	for _, k := range Keys() {
+		if !k.Section {
+			continue
+		}
+		n++
+		name, keys, ok := sectionName(sectionType(k.Field.Type))
+		require.True(t, ok, k.Path)
+		require.True(t, strings.HasPrefix(name, k.Path), "%s named %q", k.Path, name)
+		require.NotEmpty(t, keys)
+		st, ok := sectionByTypeName(sectionType(k.Field.Type).String())
+		require.True(t, ok)
+		require.Equal(t, sectionType(k.Field.Type), st)
+	}
+	require.GreaterOrEqual(t, n, 10, "api, log, metrics, nats, infer, infer.tensorrt, decode, pipeline, models, streams")
+}

@@ -230,6 +230,47 @@ func (r *Registry) Pending(ctx context.Context, specs []Spec) ([]Spec, error) {
 	return out, nil
 }
 
+// Drift is a config stream that the registry holds otherwise than the
+// config file says: changed or deleted through the API since it was
+// seeded, or registered through the API before the file named it.
+type Drift struct {
+	ID string
+	// Removed is true for a stream seeded once and deleted since: it is
+	// not run, and the file's entry is ignored.
+	Removed bool
+	// Differences are the fields whose stored values differ from the
+	// file's (empty when Removed).
+	Differences []Difference
+}
+
+// Drift compares each spec (the config file's streams, after Seed) with
+// the registry and returns those that differ, in the order given. Entries
+// that are not valid specs are left out (Watch reports them).
+func (r *Registry) Drift(ctx context.Context, specs []Spec) ([]Drift, error) {
+	var out []Drift
+	for _, s := range specs {
+		e, err := r.Get(ctx, s.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			_, err := r.kv.Get(ctx, seededKey(s.ID))
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue // never seeded: Seed was not called
+			} else if err != nil {
+				return nil, err
+			}
+			out = append(out, Drift{ID: s.ID, Removed: true})
+		case errors.Is(err, ErrInvalidEntry):
+		case err != nil:
+			return nil, err
+		default:
+			if d := e.Spec.Diff(s); len(d) > 0 {
+				out = append(out, Drift{ID: s.ID, Differences: d})
+			}
+		}
+	}
+	return out, nil
+}
+
 // Change is one watched update: Spec is nil when the stream was deleted.
 type Change struct {
 	ID       string

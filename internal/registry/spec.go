@@ -1,8 +1,12 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,51 +87,64 @@ var (
 func ValidID(id string) bool { return validID.MatchString(id) }
 
 // Validate checks every field and returns the first problem as a
-// *FieldError. resolveModel, when not nil, checks that the model exists.
+// *FieldError (the API answers one field at a time). resolveModel, when
+// not nil, checks that the model exists.
 func (s *Spec) Validate(resolveModel func(string) error) error {
+	if p := s.Problems(resolveModel); len(p) > 0 {
+		return p[0]
+	}
+	return nil
+}
+
+// Problems checks every field and returns every problem, in the order of
+// the fields (labels by key), or nil when the spec is valid; check-config
+// reports them all at once. resolveModel, when not nil, checks that the
+// model exists.
+func (s *Spec) Problems(resolveModel func(string) error) []*FieldError {
+	var p []*FieldError
+	add := func(field, format string, args ...any) { p = append(p, fieldErr(field, format, args...)) }
 	if !validID.MatchString(s.ID) {
-		return fieldErr("id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", s.ID)
+		add("id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", s.ID)
 	}
 	if _, _, err := decode.ParseURL(s.URL); err != nil {
-		return fieldErr("url", "%v", err)
-	}
-	if len(s.URL) > 2048 {
-		return fieldErr("url", "longer than 2048 bytes")
+		add("url", "%v", err)
+	} else if len(s.URL) > 2048 {
+		add("url", "longer than 2048 bytes")
 	}
 	if !(s.FPSLimit >= 0 && s.FPSLimit <= 1000) { // also refuses NaN
-		return fieldErr("fps_limit", "%v: want 0 (no limit) to 1000", s.FPSLimit)
+		add("fps_limit", "%v: want 0 (no limit) to 1000", s.FPSLimit)
 	}
 	if s.FPSBurst < 0 || s.FPSBurst > 1000 {
-		return fieldErr("fps_burst", "%d: want 0 (default 1) to 1000", s.FPSBurst)
+		add("fps_burst", "%d: want 0 (default 1) to 1000", s.FPSBurst)
 	}
 	if s.BudgetMS < 0 || s.BudgetMS > 60000 {
-		return fieldErr("budget_ms", "%d: want 0 (default) to 60000", s.BudgetMS)
+		add("budget_ms", "%d: want 0 (default) to 60000", s.BudgetMS)
 	}
 	if s.QueueSize < 0 || s.QueueSize > 1000 {
-		return fieldErr("queue_size", "%d: want 0 (default) to 1000", s.QueueSize)
+		add("queue_size", "%d: want 0 (default) to 1000", s.QueueSize)
 	}
 	if s.DecodeThreads < 0 || s.DecodeThreads > 64 {
-		return fieldErr("decode_threads", "%d: want 0 (FFmpeg chooses) to 64", s.DecodeThreads)
+		add("decode_threads", "%d: want 0 (FFmpeg chooses) to 64", s.DecodeThreads)
 	}
 	switch s.Priority {
 	case "", "high", "normal", "low":
 	default:
-		return fieldErr("priority", "%q: want high, normal or low", s.Priority)
+		add("priority", "%q: want high, normal or low", s.Priority)
 	}
 	switch s.Transport {
 	case "", "tcp", "udp":
 	default:
-		return fieldErr("transport", "%q: want tcp or udp", s.Transport)
+		add("transport", "%q: want tcp or udp", s.Transport)
 	}
 	if len(s.Labels) > 16 {
-		return fieldErr("labels", "%d labels: at most 16", len(s.Labels))
+		add("labels", "%d labels: at most 16", len(s.Labels))
 	}
-	for k, v := range s.Labels {
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
 		if !validLabelKey.MatchString(k) {
-			return fieldErr("labels", "key %q: want 1-63 characters of A-Z a-z 0-9 _ . -", k)
+			add("labels", "key %q: want 1-63 characters of A-Z a-z 0-9 _ . -", k)
 		}
-		if len(v) > 256 {
-			return fieldErr("labels", "value of %q is longer than 256 bytes", k)
+		if len(s.Labels[k]) > 256 {
+			add("labels", "value of %q is longer than 256 bytes", k)
 		}
 	}
 	for _, d := range []struct{ field, v string }{{"open_timeout", s.OpenTimeout}, {"stall_timeout", s.StallTimeout}} {
@@ -136,15 +153,15 @@ func (s *Spec) Validate(resolveModel func(string) error) error {
 		}
 		v, err := time.ParseDuration(d.v)
 		if err != nil || v <= 0 || v > time.Hour {
-			return fieldErr(d.field, "%q: want a duration from 1ms to 1h, e.g. 10s", d.v)
+			add(d.field, "%q: want a duration from 1ms to 1h, e.g. 10s", d.v)
 		}
 	}
 	if resolveModel != nil {
 		if err := resolveModel(s.Model); err != nil {
-			return fieldErr("model", "%v", err)
+			add("model", "%v", err)
 		}
 	}
-	return nil
+	return p
 }
 
 // Durations returns the parsed timeouts (0 where unset). Validate first.
@@ -166,4 +183,64 @@ func idFromKey(k string) string {
 		return ""
 	}
 	return id
+}
+
+// Difference is one field whose stored value is not the wanted one. Stored
+// and Want are the values as JSON ("" when unset), with credentials
+// redacted; a URL that differs only in its credentials says so in Want.
+type Difference struct {
+	Field        string
+	Stored, Want string
+}
+
+// String reads "fps_limit: registry 0, file 5" (the config file is what a
+// stored spec is compared with).
+func (d Difference) String() string {
+	unset := func(v string) string {
+		if v == "" {
+			return "unset"
+		}
+		return v
+	}
+	return d.Field + ": registry " + unset(d.Stored) + ", file " + unset(d.Want)
+}
+
+// Diff lists the fields of s whose values differ from want's, in the
+// order of the spec's fields. An unset Enabled equals true (its default).
+func (s Spec) Diff(want Spec) []Difference {
+	have, wantM := specMap(s), specMap(want)
+	haveR, wantR := specMap(s.Redacted()), specMap(want.Redacted())
+	var out []Difference
+	t := reflect.TypeFor[Spec]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if reflect.DeepEqual(have[name], wantM[name]) {
+			continue
+		}
+		d := Difference{Field: name, Stored: jsonValue(haveR[name]), Want: jsonValue(wantR[name])}
+		if d.Stored == d.Want {
+			d.Want += " (other credentials)"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// specMap is s as the JSON object it is stored as, Enabled true left out.
+func specMap(s Spec) map[string]any {
+	if s.IsEnabled() {
+		s.Enabled = nil
+	}
+	b, _ := json.Marshal(s)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func jsonValue(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
