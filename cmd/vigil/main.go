@@ -449,7 +449,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("--window %s: must be positive", o.Window)}
 	}
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &app.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", o.URL)}
+		return &app.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", redact.URL(o.URL))}
 	}
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 const streamsUsage = `Usage: vigil streams COMMAND [flags]
@@ -143,7 +144,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("-o %q: want table or json", *output)}
 	}
 	if _, err := url.ParseRequestURI(*apiURL); err != nil {
-		return &app.BadInputError{Err: fmt.Errorf("--api %q: %v", *apiURL, err)}
+		return &app.BadInputError{Err: fmt.Errorf("--api %q: not a URL", redact.URL(*apiURL))}
 	}
 	needID := sub == "get" || sub == "set" || sub == "rm"
 	if needID && len(pos) != 1 || !needID && len(pos) != 0 {

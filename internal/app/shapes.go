@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/natsserver"
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -172,7 +173,7 @@ func Shapes(ctx context.Context, c config.Config, o ShapesOptions, out io.Writer
 		}
 		streams = probeStreams(ctx, specs, o.Timeout, o.Parallel)
 	} else {
-		r.From = o.Client.Base
+		r.From = redact.URL(o.Client.Base)
 		streams, err = apiStreams(ctx, o.Client)
 		if err != nil {
 			return r, err
@@ -258,9 +259,9 @@ func registeredSpecs(ctx context.Context, c *config.Config, natsURL string) ([]r
 	switch {
 	case natsURL != "":
 		if nc, err = connect(natsURL, 5*time.Second); err != nil {
-			return nil, "", fmt.Errorf("reading the stream registry from NATS %s: %w", natsURL, err)
+			return nil, "", fmt.Errorf("reading the stream registry from NATS %s: %w", redact.URLs(natsURL), err)
 		}
-		from = "registry on NATS " + natsURL
+		from = "registry on NATS " + redact.URLs(natsURL)
 	default:
 		_, port, _ := net.SplitHostPort(c.NATS.Listen)
 		if port != "0" {

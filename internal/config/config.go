@@ -538,11 +538,15 @@ func (c *Config) Validate() error {
 		p.add("infer.intra_op_threads", "%d: want 0 (ONNX Runtime chooses) to 256", c.Infer.IntraOpThreads)
 	}
 	if c.NATS.URL != "" {
-		for _, u := range strings.Split(c.NATS.URL, ",") {
-			u = strings.TrimSpace(u)
+		// Split as the redaction does (a raw ',' in a password stays in
+		// its URL), so that no part of a password is shown on its own.
+		for _, u := range redact.SplitURLs(c.NATS.URL) {
 			scheme, _, ok := strings.Cut(u, "://")
-			if !ok || (scheme != "nats" && scheme != "tls" && scheme != "ws" && scheme != "wss") {
+			switch {
+			case !ok || (scheme != "nats" && scheme != "tls" && scheme != "ws" && scheme != "wss"):
 				p.add("nats.url", "%q: want nats://, tls://, ws:// or wss:// URLs, comma-separated", redact.URL(u))
+			case strings.Contains(u, ","):
+				p.add("nats.url", "%q: a ',' inside one URL; the list is split at every ',' (percent-encode it in a password: %%2C)", redact.URL(u))
 			}
 		}
 	}

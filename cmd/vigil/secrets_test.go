@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/internal/testenv"
+)
+
+// A password never reaches vigil's output, however the URL that holds it
+// is wrong, on every path a URL is echoed: check-config, run's start-up,
+// detect, and streams add (the API's 400 reply). Issue 14, item 5: a raw
+// '#' or '?' in the password made each of them print it.
+func TestPasswordsNeverShown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: a URL that parses fails to connect
+	cases := []struct{ name, url, secret, want string }{
+		{"raw #", "rtsp://admin:pa#ss@" + addr + "/s", "pa#ss", "percent-encode the password"},
+		{"raw ?", "rtsp://admin:pa?ss@" + addr + "/s", "pa?ss", "percent-encode the password"},
+		{"raw # and ?", "rtsp://admin:s#3?c@" + addr + "/s?x=1", "s#3?c", "percent-encode the password"},
+		{"digits before #: once host admin, port 12", "rtsp://admin:12#34@" + addr + "/s", "12#34", "percent-encode the password"},
+		{"raw /", "rtsp://admin:pa/ss@" + addr + "/s", "pa/ss", "raw '/'"},
+		{"bad escape", "rtsp://admin:pa%zz@" + addr + "/s", "pa%zz", "not a valid URL"},
+		{"scheme typo", "rtsp:/admin:typo5ecret@" + addr + "/s", "typo5ecret", "unsupported URL scheme"},
+		{"token with #", "http://" + addr + "/snap?token=t0k#en@x", "t0k#en", "percent-encode"},
+	}
+	noSecret := func(t *testing.T, what, out, secret string) {
+		t.Helper()
+		testenv.NoSecret(t, what, out, secret)
+		require.Contains(t, out, "***", "%s shows the URL, redacted", what)
+	}
+	for _, tc := range cases {
+		t.Run("config "+tc.name, func(t *testing.T) {
+			cfg := writeConfig(t, fmt.Sprintf("data_dir: %q\nstreams:\n  - {id: a, url: %q}\n", t.TempDir(), tc.url))
+			for _, cmd := range [][]string{{"check-config", cfg}, {"run", "--config", cfg}} {
+				rc, out, stderr := vigil(cmd...)
+				noSecret(t, "vigil "+cmd[0], out+stderr, tc.secret)
+				require.Equal(t, 2, rc, "vigil %s exits 2", cmd[0])
+				require.Contains(t, stderr, "streams[0].url: ")
+				require.Contains(t, stderr, tc.want)
+			}
+		})
+		t.Run("detect "+tc.name, func(t *testing.T) {
+			rc, out, stderr := vigil("detect", tc.url)
+			noSecret(t, "vigil detect", out+stderr, tc.secret)
+			require.Equal(t, 2, rc)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+
+	// A valid URL whose camera refuses the connection: detect names the
+	// URL (redacted) in its error, and FFmpeg's own lines go through the
+	// same redaction.
+	rc, out, stderr := vigil("detect", "rtsp://admin:h%23sh%3Fpw@"+addr+"/s")
+	for _, secret := range []string{"h%23sh%3Fpw", "h#sh?pw"} {
+		testenv.NoSecret(t, "vigil detect", out+stderr, secret)
+	}
+	require.Equal(t, 1, rc)
+	require.Contains(t, stderr, "decode rtsp://admin:***@"+addr+"/s")
+
+	// streams add: the API's 400 reply, shown by the CLI.
+	ep := runVigil(t, "api: {listen: \"127.0.0.1:0\"}\nmetrics: {listen: \"off\"}\nnats: {listen: \"127.0.0.1:0\"}\n")
+	for _, tc := range cases {
+		t.Run("streams add "+tc.name, func(t *testing.T) {
+			rc, out, stderr := vigil("streams", "add", "--api", ep.API, "--id", "x", "--url", tc.url)
+			noSecret(t, "vigil streams add", out+stderr, tc.secret)
+			require.Equal(t, 2, rc)
+			require.Contains(t, stderr, "(HTTP 400, field url)")
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+	rc, out, _ = vigil("streams", "ls", "--api", ep.API, "-o", "json")
+	require.Equal(t, 0, rc)
+	require.Equal(t, "[]", strings.TrimSpace(out), "nothing was registered")
+}
