@@ -79,3 +79,39 @@ func TestPasswordsNeverShown(t *testing.T) {
 	require.Equal(t, 0, rc)
 	require.Equal(t, "[]", strings.TrimSpace(out), "nothing was registered")
 }
+
+// The API or the embedded NATS server on an address other than loopback
+// without a token: check-config and run refuse the config, naming the
+// field and the ways out (issue 14, item 6b).
+func TestOpenListenersRefused(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`api: {listen: "0.0.0.0:0"}`, `api.listen: "0.0.0.0:0" is not a loopback address and api.token_file is not set`},
+		{`nats: {listen: ":0"}`, `nats.listen: ":0" is not a loopback address and nats.token_file is not set`},
+		{`api: {listen: "[::]:0", insecure: false}`, `api.listen: "[::]:0" is not a loopback address`},
+	} {
+		cfg := writeConfig(t, fmt.Sprintf("data_dir: %q\n%s\n", t.TempDir(), tc.yaml))
+		for _, cmd := range [][]string{{"check-config", cfg}, {"run", "--config", cfg}} {
+			rc, _, stderr := vigil(cmd...)
+			require.Equal(t, 2, rc, "vigil %s: %s", cmd[0], stderr)
+			require.Contains(t, stderr, tc.want)
+			require.Contains(t, stderr, "insecure: true")
+		}
+	}
+}
+
+// api.allowed_sources applies to streams added with the CLI (a 403 naming
+// the field, exit status 2) and to the config's own streams.
+func TestAllowedSourcesCLI(t *testing.T) {
+	ep := runVigil(t, "api: {listen: \"127.0.0.1:0\", allowed_sources: [\"rtsp://10.0.0.0/8\"]}\nmetrics: {listen: \"off\"}\nnats: {listen: \"127.0.0.1:0\"}\n")
+	rc, _, stderr := vigil("streams", "add", "--api", ep.API, "--id", "x", "--url", "rtsp://admin:s3cr3t@192.168.7.7/s")
+	testenv.NoSecret(t, "vigil streams add", stderr, "s3cr3t")
+	require.Equal(t, 2, rc)
+	require.Contains(t, stderr, "url: rtsp://admin:***@192.168.7.7/s: not allowed by api.allowed_sources: host 192.168.7.7 matches no rtsp:// entry (HTTP 403, field url)")
+	rc, _, stderr = vigil("streams", "add", "--api", ep.API, "--id", "y", "--url", "rtsp://10.7.7.7/s", "--disabled")
+	require.Equal(t, 0, rc, stderr)
+
+	cfg := writeConfig(t, "api: {allowed_sources: [\"rtsp://10.0.0.0/8\"]}\nstreams:\n  - {id: a, url: \"rtsp://192.168.7.7/s\"}\n")
+	rc, _, stderr = vigil("check-config", cfg)
+	require.Equal(t, 2, rc)
+	require.Contains(t, stderr, "streams[0].url: rtsp://192.168.7.7/s: not allowed by api.allowed_sources")
+}
