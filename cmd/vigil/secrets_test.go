@@ -64,6 +64,21 @@ func TestPasswordsNeverShown(t *testing.T) {
 	require.Equal(t, 1, rc)
 	require.Contains(t, stderr, "decode rtsp://admin:***@"+addr+"/s")
 
+	// Flags and arguments echoed back by the CLI.
+	for _, args := range [][]string{
+		{"tail", "rtsp://admin:s3cr3t@cam/s"},
+		{"tail", "--nats", "nats://admin:s3cr3t@127.0.0.1:1", "--count", "x"},
+		{"bench", "--duration", "rtsp://admin:s3cr3t@cam/s"},
+		{"shapes", "--api", "ftp://admin:s3cr3t@cam/"},
+		{"doctor", "--metrics", "ftp://admin:s3cr3t@cam/"},
+		{"streams", "ls", "--api", "http://admin:s3cr3t@[cam/"},
+		{"rtsp://admin:s3cr3t@cam/s"},
+	} {
+		rc, out, stderr := vigil(args...)
+		testenv.NoSecret(t, "vigil "+args[0], out+stderr, "s3cr3t")
+		require.Equal(t, 2, rc, "vigil %s exits 2", args[0])
+	}
+
 	// streams add: the API's 400 reply, shown by the CLI.
 	ep := runVigil(t, "api: {listen: \"127.0.0.1:0\"}\nmetrics: {listen: \"off\"}\nnats: {listen: \"127.0.0.1:0\"}\n")
 	for _, tc := range cases {
