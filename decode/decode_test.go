@@ -286,6 +286,13 @@ func TestParseURL(t *testing.T) {
 		{"pipe:0", 0, false},
 		{"rtsp://admin:s3cr@t:xy/z@127.0.0.1:18554/cam", 0, false},
 		{"rtsp://admin:p%2Fw@127.0.0.1:8554/cam", decode.KindRTSP, true},
+		// A raw '#' or '?' in the password ends the host early: with
+		// digits before it, the URL parsed as host "admin", port 12.
+		{"rtsp://admin:12#34@127.0.0.1/cam", 0, false},
+		{"rtsp://admin:12?34@127.0.0.1/cam", 0, false},
+		{"rtsp://admin:12%2334@127.0.0.1/cam", decode.KindRTSP, true},
+		{"http://cam/snap?mail=a@b", 0, false},
+		{"http://cam/snap?mail=a%40b", decode.KindHTTP, true},
 		{"relative/clip.mp4", decode.KindFile, true},
 	} {
 		k, _, err := decode.ParseURL(tc.in)
@@ -299,6 +306,33 @@ func TestParseURL(t *testing.T) {
 	_, _, err := decode.ParseURL("ftp://u:pw@x/y")
 	require.ErrorIs(t, err, decode.ErrUnsupportedScheme)
 	require.NotContains(t, err.Error(), "pw@")
+}
+
+// Every error of ParseURL hides the password, whatever makes the URL
+// invalid, and names what is wrong (issue 14, item 5: a raw '#' or '?'
+// in the password made the "not a valid URL" error show it).
+func TestParseURLErrorsHidePassword(t *testing.T) {
+	for _, tc := range []struct{ url, secret, want string }{
+		{"rtsp://admin:pa#ss@10.0.0.5/s", "pa#ss", "percent-encode the password"},
+		{"rtsp://admin:pa?ss@10.0.0.5/s", "pa?ss", "percent-encode the password"},
+		{"rtsp://admin:s#3?c@10.0.0.5:554/s?x=1", "s#3?c", "percent-encode the password"},
+		{"rtsp://admin:pa/ss@10.0.0.5/s", "pa/ss", "raw '/'"},
+		{"rtsp://admin:pa ss@10.0.0.5/s", "pa ss", "whitespace"},
+		{"rtsp://admin:pa%zz@10.0.0.5/s", "pa%zz", "not a valid URL"},
+		{"rtsp://admin:pass@10.0.0.5:99999/s", "pass", "port 99999"},
+		{"ftp://admin:pa#ss@10.0.0.5/s", "pa#ss", "unsupported URL scheme"},
+		{"rtsp:/admin:pa#ss@10.0.0.5/s", "pa#ss", "unsupported URL scheme"},
+		{"rtsp:admin:pass@10.0.0.5/s", "pass", "unsupported URL scheme"},
+		{"rtsp://admin:pass@:554/s", "pass", "no host"},
+		{"http://cam/snap?token=ab#cd@x", "ab#cd", "percent-encode"},
+	} {
+		_, _, err := decode.ParseURL(tc.url)
+		if err == nil {
+			t.Fatalf("ParseURL accepted a URL whose password is %d bytes long (case %q)", len(tc.secret), tc.want)
+		}
+		testenv.NoSecret(t, "ParseURL's error", err.Error(), tc.secret)
+		require.Contains(t, err.Error(), tc.want)
+	}
 }
 
 func TestRedactURL(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/asticode/go-astiav"
 	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 // SetLogger routes FFmpeg's log (av_log, process-wide) into l, named
@@ -21,7 +23,9 @@ func SetLogger(l *zap.Logger) {
 	l = l.Named("ffmpeg")
 	astiav.SetLogLevel(astiav.LogLevelWarning)
 	astiav.SetLogCallback(func(_ astiav.Classer, lvl astiav.LogLevel, _, msg string) {
-		msg = strings.TrimSpace(msg)
+		// FFmpeg names URLs in some messages; they go through the same
+		// redaction as everything else vigil prints.
+		msg = redact.Text(strings.TrimSpace(msg))
 		if msg == "" {
 			return
 		}

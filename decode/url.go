@@ -30,15 +30,16 @@ const (
 // FFmpeg never reads a path as one of its protocol prefixes (concat:, pipe:
 // and so on). It returns an error wrapping ErrUnsupportedScheme for any
 // other scheme or protocol prefix, and a plain error, with credentials
-// redacted, for an empty URL or path, a network URL without a host, a bad
-// port, whitespace or control characters, or user info with a raw '/'
-// (a password must be percent-encoded: %2F for '/', %40 for '@').
+// redacted (RedactURL), for an empty URL or path, a network URL without a
+// host, a bad port, whitespace or control characters, user info with a raw
+// '/', or a '@' after the first '?' or '#' (a password must be
+// percent-encoded: %2F for '/', %3F for '?', %23 for '#', %40 for '@').
 func ParseURL(raw string) (Kind, string, error) {
 	if strings.TrimSpace(raw) == "" {
 		return 0, "", errors.New("empty URL")
 	}
 	if strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return 0, "", fmt.Errorf("%s: URL contains whitespace or control characters", RedactURL(raw))
+		return 0, "", fmt.Errorf("%q: URL contains whitespace or control characters", RedactURL(raw))
 	}
 	i := strings.Index(raw, "://")
 	if i < 0 {
@@ -65,6 +66,12 @@ func ParseURL(raw string) (Kind, string, error) {
 	}
 	rest := raw[i+3:]
 	if end := strings.IndexAny(rest, "?#"); end >= 0 {
+		if strings.Contains(rest[end:], "@") {
+			// FFmpeg, like Go, ends the host at the first '?' or '#': a
+			// password with a raw '?' or '#' would make its first part the
+			// host (looked up in DNS) and send the rest as the path.
+			return 0, "", fmt.Errorf("%s: a '@' after '?' or '#'; percent-encode the password (%%3F for '?', %%23 for '#', %%2F for '/', %%40 for '@')", RedactURL(raw))
+		}
 		rest = rest[:end]
 	}
 	if slash := strings.IndexByte(rest, '/'); slash >= 0 && strings.Contains(rest[slash:], "@") {
@@ -89,6 +96,7 @@ func ParseURL(raw string) (Kind, string, error) {
 // "pipe:" at the start of a string without "://".
 var protoPrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]+:`)
 
-// RedactURL replaces the password of a URL's user info with "***"
-// (rtsp://user:secret@cam/ becomes rtsp://user:***@cam/); see redact.URL.
+// RedactURL replaces the password of a URL's user info, and the values of
+// credential-like parameters, with "***" (rtsp://user:secret@cam/ becomes
+// rtsp://user:***@cam/), for any string, valid URL or not; see redact.URL.
 func RedactURL(raw string) string { return redact.URL(raw) }

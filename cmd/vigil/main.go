@@ -87,30 +87,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		fmt.Fprintf(stderr, "vigil: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "vigil: unknown command %q\n\n%s", redact.URL(cmd), usage)
 		return 2
 	}
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	// Errors name URLs redacted where they are made; this is the last
+	// line of defence for one that came from elsewhere (a library, an
+	// argument echoed back).
+	fmt.Fprintf(stderr, "vigil %s: %s\n", cmd, redact.Text(err.Error()))
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
 	case app.IsBadInput(err):
-		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
 		return 2
 	case errors.As(err, new(*app.InterruptedError)):
-		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
 		return 130
 	default:
-		fmt.Fprintf(stderr, "vigil %s: %v\n", cmd, err)
 		return 1
 	}
+}
+
+// redactingWriter passes each write through redact.Text: the flag
+// package echoes bad values ("invalid value ... for flag") on its own.
+type redactingWriter struct{ w io.Writer }
+
+func (r redactingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, redact.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // newFlags returns a flag set whose parse errors are bad input.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(redactingWriter{stderr})
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: vigil %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
@@ -456,7 +467,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("--window %s: must be positive", o.Window)}
 	}
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &app.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", o.URL)}
+		return &app.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", redact.URL(o.URL))}
 	}
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 const shapesUsage = `Usage: vigil shapes [--api URL | --probe] [--config FILE] [--all-models] [--max-waste P] [--json]
@@ -87,7 +88,7 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 	}
 	if !o.Probe {
 		if u, err := url.Parse(*apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &app.BadInputError{Err: fmt.Errorf("--api %q: want an http(s) URL such as http://127.0.0.1:8080", *apiURL)}
+			return &app.BadInputError{Err: fmt.Errorf("--api %q: want an http(s) URL such as http://127.0.0.1:8080", redact.URL(*apiURL))}
 		}
 		if o.Client, err = app.NewClient(*apiURL, *tokenFile, *ca); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 )
 
@@ -152,7 +153,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		return &app.BadInputError{Err: fmt.Errorf("-o %q: want table or json", *output)}
 	}
 	if _, err := url.ParseRequestURI(*apiURL); err != nil {
-		return &app.BadInputError{Err: fmt.Errorf("--api %q: %v", *apiURL, err)}
+		return &app.BadInputError{Err: fmt.Errorf("--api %q: not a URL", redact.URL(*apiURL))}
 	}
 	needID := sub == "get" || sub == "set" || sub == "rm"
 	if needID && len(pos) != 1 || !needID && sub != "apply" && len(pos) != 0 {

@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -41,8 +42,11 @@ type Options struct {
 	// CheckModel validates a spec's model reference; nil accepts any.
 	CheckModel func(string) error
 	// Token, when not empty, is required as "Authorization: Bearer <Token>".
-	Token  string
-	Logger *zap.Logger
+	Token string
+	// Sources, when not nil, is api.allowed_sources: a stream whose URL it
+	// refuses is answered 403 with field "url", on create and on patch.
+	Sources *allowlist.List
+	Logger  *zap.Logger
 }
 
 // Server implements the API; Handler returns its http.Handler.
@@ -250,6 +254,19 @@ func (s *Server) badSpec(w http.ResponseWriter, err error) {
 	writeErr(w, http.StatusBadRequest, "", err.Error())
 }
 
+// allowed checks sp's URL against api.allowed_sources and, when refused,
+// answers 403 naming the field and logs it; it reports whether sp may be
+// stored.
+func (s *Server) allowed(w http.ResponseWriter, sp registry.Spec) bool {
+	err := s.o.Sources.Check(sp.URL)
+	if err == nil {
+		return true
+	}
+	s.o.Logger.Warn("stream refused", zap.String("stream", sp.ID), zap.Error(err))
+	writeErr(w, http.StatusForbidden, "url", "url: "+err.Error())
+	return false
+}
+
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	b, ok := readBody(w, r)
 	if !ok {
@@ -262,6 +279,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := sp.Validate(s.o.CheckModel); err != nil {
 		s.badSpec(w, err)
+		return
+	}
+	if !s.allowed(w, sp) {
 		return
 	}
 	rev, err := s.o.Registry.Create(r.Context(), sp)
@@ -319,6 +339,11 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := sp.Validate(s.o.CheckModel); err != nil {
 		s.badSpec(w, err)
+		return
+	}
+	// Also when the patch leaves the url alone: a stream stored before the
+	// list was tightened does not start, and is changed only to fix it.
+	if !s.allowed(w, sp) {
 		return
 	}
 	if after, _ := json.Marshal(sp); bytes.Equal(after, doc) {

@@ -36,13 +36,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // with JetStream.
 func newServer(t *testing.T, token string) (*httptest.Server, *registry.Registry) {
 	t.Helper()
+	return newServerOptions(t, api.Options{Token: token})
+}
+
+// newServerOptions is newServer with o (its Registry is set here).
+func newServerOptions(t *testing.T, o api.Options) (*httptest.Server, *registry.Registry) {
+	t.Helper()
 	ns, err := natsserver.Start("127.0.0.1:0", t.TempDir(), "")
 	require.NoError(t, err)
 	nc, err := nats.Connect(ns.ClientURL())
 	require.NoError(t, err)
 	reg, err := registry.Open(context.Background(), nc, "test_streams", 1)
 	require.NoError(t, err)
-	srv := httptest.NewUnstartedServer(api.New(api.Options{Registry: reg, Token: token}).Handler())
+	o.Registry = reg
+	srv := httptest.NewUnstartedServer(api.New(o).Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		nc.Close()

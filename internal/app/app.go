@@ -578,6 +578,15 @@ type Endpoints struct {
 // everything is up, just before reconciling starts streams (so a
 // subscriber set up in ready sees every frame).
 func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writer, ready func(Endpoints)) error {
+	// config.Parse refuses these already; a Config built another way is
+	// held to the same rule before anything listens.
+	if err := c.CheckExposure(); err != nil {
+		return badInput(err)
+	}
+	sources, err := c.Sources()
+	if err != nil {
+		return badInput(err)
+	}
 	decode.SetLogger(log)
 	if err := openRuntime(&c); err != nil {
 		return err
@@ -639,8 +648,16 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			return fmt.Errorf("metrics.listen %s: %w", c.Metrics.Listen, err)
 		}
 		defer stop()
+		if err := boundAsConfigured("metrics.listen", c.Metrics.Listen, addr); err != nil {
+			return err
+		}
 		ep.Metrics = addr
 		log.Info("metrics endpoint", zap.String("url", "http://"+addr+"/metrics"))
+		if !config.Loopback(c.Metrics.Listen) {
+			log.Warn("metrics endpoint open to the network without authentication: /metrics shows stream ids, "+
+				"frame rates, drops and errors to anyone who can reach it (it cannot change anything); listen on "+
+				"127.0.0.1 or restrict it with a firewall", zap.String("listen", c.Metrics.Listen))
+		}
 	}
 
 	ep.NATS = c.NATS.URL
@@ -650,8 +667,17 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			return err
 		}
 		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		if err := boundAsConfigured("nats.listen", c.NATS.Listen, ns.Addr().String()); err != nil {
+			return err
+		}
 		ep.NATS = ns.ClientURL()
-		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", filepath.Join(c.DataDir, "jetstream")))
+		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", filepath.Join(c.DataDir, "jetstream")),
+			zap.Bool("auth", natsToken != ""))
+		if !config.Loopback(c.NATS.Listen) && natsToken == "" {
+			log.Warn("embedded NATS server open to the network without a token (nats.insecure: true): anyone who can "+
+				"reach it can read every detection, publish false ones, and read or rewrite the stream registry, camera "+
+				"credentials included; set nats.token_file", zap.String("listen", c.NATS.Listen))
+		}
 	}
 	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
 	if err != nil {
@@ -688,24 +714,30 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		log.Info("hybrid decoding: streams go to NVDEC or the CPU in proportion to capacity",
 			zap.Float64("nvdec_fps_per_gpu", nv), zap.Float64("cpu_fps", cpu))
 	}
-	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup,
+	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
 		decoders:   newDecodePlacer(&c, len(devices)),
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {
-		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Logger: log.Named("api")}).Handler()
+		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
+			Logger: log.Named("api")}).Handler()
 		addr, stop, err := serveHTTP(c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
 		}
 		defer stop()
+		if err := boundAsConfigured("api.listen", c.API.Listen, addr); err != nil {
+			return err
+		}
 		scheme := "http"
 		if c.API.TLSCert != "" {
 			scheme = "https"
 		}
 		ep.API = scheme + "://" + addr
-		log.Info("API", zap.String("url", ep.API+"/v1/streams"), zap.Bool("auth", token != ""))
+		log.Info("API", zap.String("url", ep.API+"/v1/streams"), zap.Bool("auth", token != ""),
+			zap.Bool("allowed_sources", sources != nil))
+		warnAPIExposure(log, &c, token, sources != nil)
 	}
 	logDrift(octx, log, streams, &c, seed, ep.API)
 	if ready != nil {
@@ -766,6 +798,43 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	log.Info("shutting down")
 	wg.Wait()
 	sup.Wait()
+	return nil
+}
+
+// warnAPIExposure logs a WARN, at every start, for an API on an address
+// other than loopback: without a token (api.insecure), or with a token
+// sent in clear text (no api.tls_cert).
+func warnAPIExposure(log *zap.Logger, c *config.Config, token string, restricted bool) {
+	if config.Loopback(c.API.Listen) {
+		return
+	}
+	listen := zap.String("listen", c.API.Listen)
+	switch {
+	case token == "":
+		what := "register streams that make vigil connect to any URL they name (set api.allowed_sources to restrict them)"
+		if restricted {
+			what = "register streams (within api.allowed_sources)"
+		}
+		log.Warn("API open to the network without a token (api.insecure: true): anyone who can reach it can "+what+
+			", and change or delete every stream; set api.token_file", listen)
+	case c.API.TLSCert == "":
+		log.Warn("API token sent in clear text over the network: set api.tls_cert and api.tls_key, or listen on "+
+			"127.0.0.1 behind a TLS proxy", listen)
+	}
+}
+
+// boundAsConfigured refuses a listener configured on loopback (localhost
+// included) that the system bound elsewhere: "localhost" is a name, and
+// the rule that spares loopback listeners a token must hold for the
+// address actually bound. field names the setting in the error.
+func boundAsConfigured(field, listen, bound string) error {
+	if !config.Loopback(listen) {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(bound)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return badInput(fmt.Errorf("%s %s: bound to %s, which is not a loopback address", field, listen, bound))
+	}
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/natsserver"
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
 )
@@ -71,7 +72,7 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 		o.Duration = 3 * time.Second
 	}
 	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
-		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", o.Source))
+		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", redact.URL(o.Source)))
 	}
 	decode.SetLogger(nil)
 	if err := openRuntime(&c); err != nil {

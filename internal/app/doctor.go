@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 // DoctorOptions are `vigil doctor`'s flags.
@@ -67,7 +69,7 @@ func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error
 		return nil, err
 	}
 	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b)}
-	fmt.Fprintf(out, "vigil doctor: %s over %s\n", o.URL, o.Window)
+	fmt.Fprintf(out, "vigil doctor: %s over %s\n", redact.URL(o.URL), o.Window)
 	for _, c := range checks {
 		status := "ok  "
 		switch {

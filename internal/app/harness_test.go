@@ -33,11 +33,17 @@ type vigil struct {
 	nc     *nats.Conn
 }
 
-// startVigil runs app.Run with the given config body (YAML; data_dir, the
-// API, NATS and metrics on free ports are added) and waits until ready.
+// startVigil runs app.Run with the given config body (YAML; data_dir, and
+// the API, NATS and metrics on free loopback ports unless body has its own
+// api, metrics or nats section, are added) and waits until ready.
 func startVigil(t *testing.T, dataDir, body string) *vigil {
 	t.Helper()
-	cfg := fmt.Sprintf("data_dir: %q\napi: {listen: \"127.0.0.1:0\"}\nmetrics: {listen: \"127.0.0.1:0\"}\nnats: {listen: \"127.0.0.1:0\"}\n%s\n", dataDir, body)
+	cfg := fmt.Sprintf("data_dir: %q\n%s\n", dataDir, body)
+	for _, key := range []string{"api", "metrics", "nats"} {
+		if !regexp.MustCompile(`(?m)^` + key + `:`).MatchString(body) {
+			cfg += key + ": {listen: \"127.0.0.1:0\"}\n"
+		}
+	}
 	if !strings.Contains(body, "pipeline:") {
 		cfg += "pipeline: {progress_interval: 0s}\n"
 	}

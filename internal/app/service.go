@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
@@ -26,6 +27,10 @@ type service struct {
 	metrics *pipeline.Metrics
 	stats   *pipeline.Stats
 	sup     *pipeline.Supervisor
+	// sources is api.allowed_sources (nil: any URL), checked again when a
+	// stored stream starts: the bucket may hold streams registered before
+	// the list was tightened.
+	sources *allowlist.List
 
 	// placer puts streams on devices[i] (CUDA ordinals), least loaded
 	// first; specs keeps each started stream's spec, to restart the ones
@@ -177,6 +182,9 @@ func (s *service) start(sp registry.Spec, version string) {
 func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamConfig, error) {
 	if err := sp.Validate(nil); err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", err)
+	}
+	if err := s.sources.Check(sp.URL); err != nil {
+		return pipeline.StreamConfig{}, fmt.Errorf("url: %w (registered before the list changed? fix the url with `vigil streams set %s --url ...` or remove the stream)", err, sp.ID)
 	}
 	pool := "" // isolation: high-priority streams get their own engine instance and gate
 	if sp.Priority == "high" {

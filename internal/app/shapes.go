@@ -22,9 +22,11 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/natsserver"
+	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -166,13 +168,17 @@ func Shapes(ctx context.Context, c config.Config, o ShapesOptions, out io.Writer
 		r.Source = "probe"
 		decode.SetLogger(nil) // a failed open is reported in the row's note
 		var specs []registry.Spec
+		sources, err := c.Sources()
+		if err != nil {
+			return r, badInput(err)
+		}
 		specs, r.From, err = registeredSpecs(ctx, &c, o.NATS)
 		if err != nil {
 			return r, err
 		}
-		streams = probeStreams(ctx, specs, o.Timeout, o.Parallel)
+		streams = probeStreams(ctx, specs, sources, o.Timeout, o.Parallel)
 	} else {
-		r.From = o.Client.Base
+		r.From = redact.URL(o.Client.Base)
 		streams, err = apiStreams(ctx, o.Client)
 		if err != nil {
 			return r, err
@@ -258,9 +264,9 @@ func registeredSpecs(ctx context.Context, c *config.Config, natsURL string) ([]r
 	switch {
 	case natsURL != "":
 		if nc, err = connect(natsURL, 5*time.Second); err != nil {
-			return nil, "", fmt.Errorf("reading the stream registry from NATS %s: %w", natsURL, err)
+			return nil, "", fmt.Errorf("reading the stream registry from NATS %s: %w", redact.URLs(natsURL), err)
 		}
-		from = "registry on NATS " + natsURL
+		from = "registry on NATS " + redact.URLs(natsURL)
 	default:
 		_, port, _ := net.SplitHostPort(c.NATS.Listen)
 		if port != "0" {
@@ -320,8 +326,10 @@ func sortSpecs(s []registry.Spec) []registry.Spec {
 }
 
 // probeStreams opens each stream (parallel at a time, each bounded by
-// timeout) and reads its first frame's size.
-func probeStreams(ctx context.Context, specs []registry.Spec, timeout time.Duration, parallel int) []shapeStream {
+// timeout) and reads its first frame's size. A stream whose URL sources
+// (api.allowed_sources; nil: any) refuses is not opened: the registry may
+// hold streams written before the list was tightened.
+func probeStreams(ctx context.Context, specs []registry.Spec, sources *allowlist.List, timeout time.Duration, parallel int) []shapeStream {
 	if parallel < 1 {
 		parallel = 4
 	}
@@ -330,6 +338,10 @@ func probeStreams(ctx context.Context, specs []registry.Spec, timeout time.Durat
 	var wg sync.WaitGroup
 	for i, sp := range specs {
 		out[i] = shapeStream{id: sp.ID, model: sp.Model}
+		if err := sources.Check(sp.URL); err != nil {
+			out[i].note = "not opened: " + err.Error()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -76,7 +76,7 @@ func TestProbeTimeout(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	out := probeStreams(context.Background(), []registry.Spec{{ID: "silent", URL: "rtsp://" + ln.Addr().String() + "/x"}}, time.Second, 4)
+	out := probeStreams(context.Background(), []registry.Spec{{ID: "silent", URL: "rtsp://" + ln.Addr().String() + "/x"}}, nil, time.Second, 4)
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Zero(t, out[0].w)
 	require.Contains(t, out[0].note, "probe: ")

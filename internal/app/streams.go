@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 // Client calls a running vigil's REST API (the `vigil streams` commands).
@@ -76,7 +77,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
 	if err != nil {
-		return badInput(fmt.Errorf("--api %s: %w", c.Base, err))
+		return badInput(fmt.Errorf("--api %s: %w", redact.URL(c.Base), err))
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -86,7 +87,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("calling the vigil API at %s: %w (is vigil run up? see --api)", c.Base, err)
+		return fmt.Errorf("calling the vigil API at %s: %w (is vigil run up? see --api)", redact.URL(c.Base), err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -147,7 +148,9 @@ func PrintStreams(w io.Writer, format string, streams []api.Stream, list bool) e
 		if model == "" {
 			model = "(default)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, fin, fout, res, codec, rc, model, s.URL, lastErr)
+		// The API redacts the URL already; a server of another version
+		// might not.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, fin, fout, res, codec, rc, model, redact.URL(s.URL), lastErr)
 	}
 	return tw.Flush()
 }

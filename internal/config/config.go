@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -80,6 +82,15 @@ type API struct {
 	// HTTPS (TLS 1.2+).
 	TLSCert string `yaml:"tls_cert"`
 	TLSKey  string `yaml:"tls_key"`
+	// Insecure lets the API listen on an address other than loopback
+	// without TokenFile (refused otherwise), with a WARN at every start.
+	Insecure bool `yaml:"insecure"`
+	// AllowedSources restricts the URLs of streams, however they are
+	// registered (this file, the API, the CLI) and when a stored stream
+	// starts: entries such as rtsp://10.0.0.0/8, rtsps://cam-*.site.local,
+	// http://* or file:///srv/video/ (see package allowlist). Empty (the
+	// default): any URL.
+	AllowedSources []string `yaml:"allowed_sources"`
 }
 
 // Log configures zap.
@@ -113,6 +124,10 @@ type NATS struct {
 	// requires it from every client (`vigil tail --token-file`), and vigil
 	// presents it to an external server.
 	TokenFile string `yaml:"token_file"`
+	// Insecure lets the embedded server listen on an address other than
+	// loopback without TokenFile (refused otherwise), with a WARN at every
+	// start.
+	Insecure bool `yaml:"insecure"`
 	// Bucket is the JetStream key-value bucket of the stream registry.
 	Bucket string `yaml:"bucket"`
 	// Replicas is the bucket's replica count on an external cluster (1 to
@@ -474,6 +489,9 @@ func (c *Config) expand() {
 	c.API.TLSCert = assets.ExpandEnv(c.API.TLSCert)
 	c.API.TLSKey = assets.ExpandEnv(c.API.TLSKey)
 	c.NATS.TokenFile = assets.ExpandEnv(c.NATS.TokenFile)
+	for i := range c.API.AllowedSources {
+		c.API.AllowedSources[i] = assets.ExpandEnv(c.API.AllowedSources[i])
+	}
 	c.Infer.ORTLibrary = assets.ExpandEnv(c.Infer.ORTLibrary)
 	c.Infer.ModelsDir = assets.ExpandEnv(c.Infer.ModelsDir)
 	for i := range c.Models {
@@ -550,6 +568,11 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
 			p.add("api.listen", "%q: want host:port or off", c.API.Listen)
 		}
+	}
+	c.exposure(&p)
+	sources, bad := allowlist.Parse(c.API.AllowedSources)
+	for _, e := range bad {
+		p.add(fmt.Sprintf("api.allowed_sources[%d]", e.Index), "%v", e)
 	}
 	if (c.API.TLSCert == "") != (c.API.TLSKey == "") {
 		p.add("api.tls_cert", "tls_cert and tls_key go together")
@@ -651,11 +674,15 @@ func (c *Config) Validate() error {
 		p.add("infer.intra_op_threads", "%d: want 0 (ONNX Runtime chooses) to 256", c.Infer.IntraOpThreads)
 	}
 	if c.NATS.URL != "" {
-		for _, u := range strings.Split(c.NATS.URL, ",") {
-			u = strings.TrimSpace(u)
+		// Split as the redaction does (a raw ',' in a password stays in
+		// its URL), so that no part of a password is shown on its own.
+		for _, u := range redact.SplitURLs(c.NATS.URL) {
 			scheme, _, ok := strings.Cut(u, "://")
-			if !ok || (scheme != "nats" && scheme != "tls" && scheme != "ws" && scheme != "wss") {
+			switch {
+			case !ok || (scheme != "nats" && scheme != "tls" && scheme != "ws" && scheme != "wss"):
 				p.add("nats.url", "%q: want nats://, tls://, ws:// or wss:// URLs, comma-separated", redact.URL(u))
+			case strings.Contains(u, ","):
+				p.add("nats.url", "%q: a ',' inside one URL; the list is split at every ',' (percent-encode it in a password: %%2C)", redact.URL(u))
 			}
 		}
 	}
@@ -699,6 +726,8 @@ func (c *Config) Validate() error {
 		seen[s.ID] = true
 		if _, _, err := decode.ParseURL(s.URL); err != nil {
 			p.add(f+".url", "%v", err)
+		} else if err := sources.Check(s.URL); err != nil && len(bad) == 0 {
+			p.add(f+".url", "%v", err)
 		}
 		if s.Transport != "tcp" && s.Transport != "udp" {
 			p.add(f+".transport", "%q: want tcp or udp", s.Transport)
@@ -727,6 +756,66 @@ func (c *Config) Validate() error {
 		}
 	}
 	return p.err()
+}
+
+// Loopback reports whether listen ("host:port") binds loopback interfaces
+// only: host localhost (any case) or an IP address in 127.0.0.0/8 or ::1
+// (IPv4-mapped too). An empty host, 0.0.0.0 and :: (every interface), any
+// other address and any other name are not loopback: names other than
+// localhost are not resolved.
+func Loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// exposure adds a problem for each listener that would serve the network
+// without a token: the API (registering a stream makes vigil connect to
+// the URL it names) and the embedded NATS server (every detection, and the
+// registry with the cameras' credentials). /metrics is only warned about
+// by vigil run at start: it shows stream ids and rates, and
+// has no token to set.
+func (c *Config) exposure(p *problems) {
+	if c.API.Listen != "off" && c.API.TokenFile == "" && !c.API.Insecure && !Loopback(c.API.Listen) {
+		if _, _, err := net.SplitHostPort(c.API.Listen); err == nil {
+			p.add("api.listen", "%q is not a loopback address and api.token_file is not set: anyone who can reach it could "+
+				"register streams (vigil connects to any URL they name), change or delete them; set api.token_file, "+
+				"listen on 127.0.0.1, or set api.insecure: true to serve it without a token anyway", c.API.Listen)
+		}
+	}
+	if c.NATS.URL == "" && c.NATS.TokenFile == "" && !c.NATS.Insecure && !Loopback(c.NATS.Listen) {
+		if _, _, err := net.SplitHostPort(c.NATS.Listen); err == nil {
+			p.add("nats.listen", "%q is not a loopback address and nats.token_file is not set: anyone who can reach it could "+
+				"read every detection, publish false ones, and read or rewrite the stream registry (camera credentials "+
+				"included); set nats.token_file, listen on 127.0.0.1, or set nats.insecure: true to serve it without a "+
+				"token anyway", c.NATS.Listen)
+		}
+	}
+}
+
+// CheckExposure returns the listener problems of Validate alone (an API or
+// embedded NATS server on a non-loopback address without a token or
+// insecure: true), for vigil run to check again before it listens.
+func (c *Config) CheckExposure() error {
+	var p problems
+	c.exposure(&p)
+	return p.err()
+}
+
+// Sources returns the parsed api.allowed_sources (nil: any URL), or an
+// error naming the first bad entry. Validate reports them all.
+func (c *Config) Sources() (*allowlist.List, error) {
+	l, bad := allowlist.Parse(c.API.AllowedSources)
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("api.allowed_sources[%d]: %w", bad[0].Index, bad[0])
+	}
+	return l, nil
 }
 
 // Spec converts a config stream into the registry's stream spec (config

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +85,18 @@ func Eventually(t testing.TB, cond func() bool, within, every time.Duration, for
 			t.Fatalf("%s (waited %s)", fmt.Sprintf(format, args...), within)
 		}
 		time.Sleep(every)
+	}
+}
+
+// NoSecret fails the test when out (named what) holds secret. The failure
+// message shows out with every occurrence of the secret replaced by
+// <SECRET>, so that a test of redaction never prints the secret itself.
+func NoSecret(t testing.TB, what, out, secret string) {
+	t.Helper()
+	if secret == "" {
+		t.Fatal("NoSecret: empty secret")
+	}
+	if n := strings.Count(out, secret); n > 0 {
+		t.Fatalf("%s shows the password %d time(s):\n%s", what, n, strings.ReplaceAll(out, secret, "<SECRET>"))
 	}
 }
