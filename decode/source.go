@@ -75,8 +75,19 @@ type Options struct {
 	// decoder waits while HWSurfaces frames are out. Default 8; 1080p NV12
 	// frames are 3.1 MB each.
 	HWSurfaces int
-	// Logger defaults to a no-op logger.
+	// Logger defaults to a no-op logger. FFmpeg's lines about this input
+	// go to its child "ffmpeg", aggregated (see LogInterval).
 	Logger *zap.Logger
+	// LogInterval: FFmpeg log lines of one kind (level and printf format)
+	// about this input are logged at most once per LogInterval: the first
+	// at once, the rest counted and logged once when the interval ends,
+	// the last of them with the count ("repeated") and the time they span
+	// ("over"). Default DefaultLogInterval. For a network input the
+	// windows outlive Run, so that a camera failing the same way on every
+	// reconnect is logged once per interval too; counts still pending are
+	// logged when Run returns because ctx ended, and for a file whenever
+	// Run returns.
+	LogInterval time.Duration
 }
 
 // Info describes the opened video stream.
@@ -100,6 +111,9 @@ type Source struct {
 	opens     int     // successful opens, for logging
 	info      atomic.Pointer[Info]
 	hwOff     bool // NVDEC failed for this stream under HWAuto: decode on the CPU
+
+	logs  *logSink // this input's FFmpeg lines
+	token uintptr  // tags this input's FFmpeg contexts (logRouter)
 }
 
 // errRetrySoftware makes Run reopen at once on the CPU.
@@ -141,7 +155,10 @@ func New(o Options) (*Source, error) {
 	if o.HWAccel, err = ParseHWAccel(string(o.HWAccel)); err != nil {
 		return nil, err
 	}
-	return &Source{o: o, kind: kind, path: path}, nil
+	s := &Source{o: o, kind: kind, path: path, token: router.token()}
+	s.logs = newLogSink(o.Logger.Named("ffmpeg"), o.LogInterval, nil)
+	router.install()
+	return s, nil
 }
 
 // Live reports whether the input is a network stream (RTSP or HTTP), which
@@ -163,6 +180,14 @@ func (s *Source) Info() *Info { return s.info.Load() }
 // ends, ctx.Err() when ctx ends, and otherwise an error naming the
 // (redacted) URL and the failing FFmpeg step.
 func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
+	err := s.run(ctx, emit)
+	if ctx.Err() != nil || s.kind == KindFile {
+		s.logs.flush(true) // the end: log the counts still pending
+	}
+	return err
+}
+
+func (s *Source) run(ctx context.Context, emit func(*pipeline.Frame)) error {
 	for {
 		end, err := s.runOnce(ctx, emit)
 		if ctx.Err() != nil {
@@ -249,6 +274,11 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	intr := fc.SetInterruptCallback()
 	wd := startWatchdog(ctx, intr)
 	defer wd.close()
+	// Deferred first, so it runs last: after cc.Free has joined FFmpeg's
+	// decoder threads, which log too.
+	detach := router.attach(s.token, s.logs)
+	defer detach()
+	tagContexts(fc, nil, s.token)
 
 	opts := astiav.NewDictionary()
 	defer opts.Free()
@@ -298,6 +328,8 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		// frame's latency budget cannot absorb.
 		cc.SetThreadType(astiav.ThreadTypeSlice)
 	}
+	// Before the decoder opens: FFmpeg copies it into frame threads.
+	tagContexts(nil, cc, s.token)
 	hw := false
 	var frames *hwFrames
 	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff {

@@ -588,6 +588,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		return badInput(err)
 	}
 	decode.SetLogger(log)
+	defer decode.SetLogger(nil) // logs FFmpeg line counts still pending
 	if err := openRuntime(&c); err != nil {
 		return err
 	}
