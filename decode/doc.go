@@ -10,6 +10,12 @@
 // goroutine raises FFmpeg's interrupt callback (AVIOInterruptCB) when the
 // context ends or an open/read deadline passes.
 //
+// Faults are counted per source (Faults, and Metrics when given): lost RTP
+// packets, packets the decoder failed on, and frames emitted damaged,
+// which carry pipeline.Frame.Corrupt. FFmpeg's log lines are attributed to
+// the source whose contexts logged them and aggregated per kind
+// (Options.LogInterval); SetLogger takes the rest.
+//
 // A Scaler resizes a decoded frame into packed 24-bit RGB or BGR with
 // swscale (SWS_BILINEAR), which is how infer letterboxes model inputs.
 package decode

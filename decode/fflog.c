@@ -54,3 +54,7 @@ void vigil_set_opaque(AVFormatContext *fc, AVCodecContext *cc, uintptr_t token) 
 	if (cc != NULL)
 		cc->opaque = (void *)token;
 }
+
+int vigil_frame_corrupt(const AVFrame *f) {
+	return (f->flags & AV_FRAME_FLAG_CORRUPT) != 0 || f->decode_error_flags != 0;
+}

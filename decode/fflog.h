@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/frame.h>
 
 // vigil_log_install makes vigil_log_cb FFmpeg's log callback
 // (av_log_set_callback, process-wide).
@@ -20,5 +21,11 @@ int vigil_thread_id(void);
 // AVCodecContext.opaque into its frame-thread contexts, so their lines are
 // attributed too.
 void vigil_set_opaque(AVFormatContext *fc, AVCodecContext *cc, uintptr_t token);
+
+// vigil_frame_corrupt reports whether FFmpeg marked a decoded frame damaged:
+// AV_FRAME_FLAG_CORRUPT (decoded with missing references) or any
+// decode_error_flags (FF_DECODE_ERROR_*: invalid bitstream, missing
+// reference, concealment active, slices that failed to decode).
+int vigil_frame_corrupt(const AVFrame *f);
 
 #endif

@@ -5,9 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -96,7 +99,8 @@ func TestFFmpegLogPerStreamAggregated(t *testing.T) {
 	decode.SetLogger(zap.New(gcore))
 	t.Cleanup(func() { decode.SetLogger(nil) })
 	core, logs := observer.New(zapcore.DebugLevel)
-	src, err := decode.New(decode.Options{URL: nosps, StreamID: "nosps", Logger: zap.New(core),
+	m := decode.NewMetrics(prometheus.NewRegistry())
+	src, err := decode.New(decode.Options{URL: nosps, StreamID: "nosps", Logger: zap.New(core), Metrics: m,
 		// Longer than this test: each kind is logged at once, then its
 		// count when Run returns.
 		LogInterval: time.Minute})
@@ -118,4 +122,11 @@ func TestFFmpegLogPerStreamAggregated(t *testing.T) {
 		require.LessOrEqual(t, n, 2, "%q: logged at once, then once with the count", msg)
 	}
 	require.Zero(t, global.FilterMessage("non-existing PPS 0 referenced").Len(), "no line of the stream's goes to the process-wide log")
+
+	// Each packet the decoder failed on is counted once, in the error,
+	// Faults and the metric alike.
+	n := src.Faults().DecodeErrors
+	require.NotZero(t, n)
+	require.Contains(t, err.Error(), "("+strconv.FormatUint(n, 10)+" decode errors)")
+	require.Equal(t, float64(n), testutil.ToFloat64(m.DecodeErrors.WithLabelValues("nosps")))
 }

@@ -88,6 +88,10 @@ type Options struct {
 	// logged when Run returns because ctx ended, and for a file whenever
 	// Run returns.
 	LogInterval time.Duration
+	// Metrics, when set, exports this source's fault counts (lost RTP
+	// packets, decode errors, corrupt frames) labelled StreamID; Faults
+	// returns them either way.
+	Metrics *Metrics
 }
 
 // Info describes the opened video stream.
@@ -112,8 +116,9 @@ type Source struct {
 	info      atomic.Pointer[Info]
 	hwOff     bool // NVDEC failed for this stream under HWAuto: decode on the CPU
 
-	logs  *logSink // this input's FFmpeg lines
-	token uintptr  // tags this input's FFmpeg contexts (logRouter)
+	logs   *logSink // this input's FFmpeg lines
+	token  uintptr  // tags this input's FFmpeg contexts (logRouter)
+	faults *faults
 }
 
 // errRetrySoftware makes Run reopen at once on the CPU.
@@ -155,11 +160,14 @@ func New(o Options) (*Source, error) {
 	if o.HWAccel, err = ParseHWAccel(string(o.HWAccel)); err != nil {
 		return nil, err
 	}
-	s := &Source{o: o, kind: kind, path: path, token: router.token()}
+	s := &Source{o: o, kind: kind, path: path, token: router.token(), faults: newFaults(o.Metrics, o.StreamID)}
 	s.logs = newLogSink(o.Logger.Named("ffmpeg"), o.LogInterval, nil)
 	router.install()
 	return s, nil
 }
+
+// Faults returns the source's fault counts so far.
+func (s *Source) Faults() Faults { return s.faults.snapshot() }
 
 // Live reports whether the input is a network stream (RTSP or HTTP), which
 // a supervisor should reopen when it ends.
@@ -328,8 +336,13 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		// frame's latency budget cannot absorb.
 		cc.SetThreadType(astiav.ThreadTypeSlice)
 	}
-	// Before the decoder opens: FFmpeg copies it into frame threads.
+	// Before the decoder opens: FFmpeg copies both into frame threads.
 	tagContexts(nil, cc, s.token)
+	// Frames decoded before the stream's first keyframe (a camera joined
+	// mid-GOP) have missing references; FFmpeg drops them silently unless
+	// asked to output them, flagged AV_FRAME_FLAG_CORRUPT. vigil emits them
+	// with Frame.Corrupt set, so that nothing vanishes without a trace.
+	cc.SetFlags(cc.Flags().Add(astiav.CodecContextFlagOutputCorrupt))
 	hw := false
 	var frames *hwFrames
 	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff {
@@ -445,6 +458,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		}
 		arrival := time.Now()
 		d.noteArrival(arrival)
+		d.noteCorrupt()
 		err = cc.SendPacket(d.pkt)
 		d.pkt.Unref()
 		if err != nil && !errors.Is(err, astiav.ErrEagain) {
@@ -454,12 +468,19 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 			}
 			// A corrupt packet: FFmpeg conceals what it can; count and go on.
 			decodeErrs++
+			s.faults.decodeError()
 			if decodeErrs <= 3 {
 				s.o.Logger.Warn("decode error", zap.Error(err))
 			}
 			continue
 		}
 		if err := d.receive(arrival); err != nil {
+			if errors.Is(err, astiav.ErrInvaliddata) && !(hw && d.frames == 0) {
+				// With frame threads the decoder reports a packet it
+				// failed on here, a few packets later: counted, go on.
+				decodeErrs++
+				continue
+			}
 			if hw && d.frames == 0 && s.o.HWAccel == HWAuto {
 				s.noNVDEC(err)
 				return 0, errRetrySoftware
@@ -469,8 +490,15 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	}
 	// Drain the decoder's delayed frames (B-frame reordering, threads).
 	if err := cc.SendPacket(nil); err == nil {
-		if err := d.receive(time.Now()); err != nil {
-			return 0, err
+		for {
+			err := d.receive(time.Now())
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, astiav.ErrInvaliddata) {
+				return 0, err
+			}
+			decodeErrs++
 		}
 	}
 	if s.kind == KindFile {
@@ -533,6 +561,9 @@ type decoder struct {
 	startDTS int64
 	hasStart bool
 	rewound  bool // the next packet is the first of a new pass
+	// corruptPkts holds the (shifted) PTS, else DTS, of packets the
+	// demuxer flagged AV_PKT_FLAG_CORRUPT whose frames have not come out.
+	corruptPkts map[int64]bool
 	// arrivals maps a packet's (shifted) PTS to when it was read, so that
 	// a frame carries its own packet's arrival time however long the
 	// decoder held it (B-frame reordering, frame threads).
@@ -639,6 +670,42 @@ func (d *decoder) arrivalOf(pts int64, fallback time.Time) time.Time {
 	return t
 }
 
+// noteCorrupt remembers the current packet's PTS (else DTS) when the
+// demuxer flagged it corrupt (AV_PKT_FLAG_CORRUPT: MPEG-TS continuity
+// errors, a packet cut short), so that its frame is flagged.
+func (d *decoder) noteCorrupt() {
+	if !d.lastCorrupt {
+		return
+	}
+	pts := d.pkt.Pts()
+	if pts == astiav.NoPtsValue {
+		pts = d.pkt.Dts()
+	}
+	if pts == astiav.NoPtsValue {
+		return
+	}
+	if d.corruptPkts == nil || len(d.corruptPkts) >= 64 {
+		d.corruptPkts = map[int64]bool{} // bounded, as arrivals is
+	}
+	d.corruptPkts[pts] = true
+}
+
+// corruptFrame reports whether the frame just received, of PTS (else
+// packet DTS) ts, is damaged: FFmpeg marked it (concealed errors, missing
+// references; see frameCorrupt) or its packet was flagged corrupt.
+func (d *decoder) corruptFrame(ts int64) bool {
+	bad := frameCorrupt(d.frame)
+	if len(d.corruptPkts) > 0 && ts != astiav.NoPtsValue {
+		bad = bad || d.corruptPkts[ts]
+		for k := range d.corruptPkts {
+			if k <= ts {
+				delete(d.corruptPkts, k)
+			}
+		}
+	}
+	return bad
+}
+
 // pktTime is the current packet's DTS (else PTS) in seconds; for streams
 // without timestamps (a raw H.264 elementary stream) it counts packets at
 // the nominal frame rate, so that such files are still paced.
@@ -664,12 +731,16 @@ func (d *decoder) receive(arrival time.Time) error {
 			return nil
 		}
 		if err != nil {
+			if errors.Is(err, astiav.ErrInvaliddata) {
+				d.s.faults.decodeError()
+			}
 			return fmt.Errorf("receive frame: %w", err)
 		}
 		ts := d.frame.Pts()
 		if ts == astiav.NoPtsValue {
 			ts = d.frame.PktDts()
 		}
+		corrupt := d.corruptFrame(ts)
 		arrival := d.arrivalOf(ts, arrival)
 		pts := d.framePTS()
 		pic := &Picture{cs: d.cc.ColorSpace()}
@@ -688,9 +759,13 @@ func (d *decoder) receive(arrival time.Time) error {
 			Seq:      d.s.seq,
 			PTS:      pts + d.s.ptsOffset,
 			Keyframe: key,
+			Corrupt:  corrupt,
 			Arrival:  arrival,
 			Decoded:  time.Now(),
 			Image:    pic,
+		}
+		if corrupt {
+			d.s.faults.corruptFrame()
 		}
 		d.s.seq++
 		d.frames++

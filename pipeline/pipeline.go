@@ -30,6 +30,12 @@ type Frame struct {
 	PTS float64
 	// Keyframe is true for intra-coded (key) frames.
 	Keyframe bool
+	// Corrupt is true when the decoder reported damage in this frame: it
+	// concealed errors (lost or corrupt data), decoded it with missing
+	// references (a stream joined before its first keyframe), or its
+	// packet was flagged corrupt by the demuxer. Its pixels, and so its
+	// detections, may be wrong.
+	Corrupt bool
 	// Arrival is the wall-clock time at which the demuxer handed over this
 	// frame's own packet (matched by PTS, else DTS, so the time the decoder
 	// held it for reordering or frame threads counts): the start of the
@@ -104,6 +110,8 @@ type Result struct {
 	Seq      uint64
 	PTS      float64
 	Keyframe bool
+	// Corrupt is Frame.Corrupt.
+	Corrupt bool
 	// Capture is Frame.Arrival.
 	Capture time.Time
 	// Ready is when postprocessing finished and the result went to the sink.

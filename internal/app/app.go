@@ -715,7 +715,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		log.Info("hybrid decoding: streams go to NVDEC or the CPU in proportion to capacity",
 			zap.Float64("nvdec_fps_per_gpu", nv), zap.Float64("cpu_fps", cpu))
 	}
-	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, stats: stats, sup: sup, sources: sources,
+	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, faults: decode.NewMetrics(reg), stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
 		decoders:   newDecodePlacer(&c, len(devices)),
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,

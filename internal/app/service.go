@@ -32,6 +32,10 @@ type service struct {
 	// the list was tightened.
 	sources *allowlist.List
 
+	// faults: the decode-side fault counters (lost RTP packets, decode
+	// errors, corrupt frames).
+	faults *decode.Metrics
+
 	// placer puts streams on devices[i] (CUDA ordinals), least loaded
 	// first; specs keeps each started stream's spec, to restart the ones
 	// a rebalance moves.
@@ -59,6 +63,7 @@ func (s *service) reconcile(ch registry.Change) {
 		if s.sup.Remove(ch.ID) {
 			s.stats.Remove(ch.ID)
 			s.metrics.Forget(ch.ID)
+			s.faults.Forget(ch.ID)
 			s.log.Info("stream removed", zap.String("stream", ch.ID))
 		}
 		s.unplace(ch.ID)
@@ -73,6 +78,7 @@ func (s *service) reconcile(ch registry.Change) {
 		if s.sup.Apply(sp.ID, string(version), nil) {
 			s.stats.Remove(sp.ID)
 			s.metrics.Forget(sp.ID)
+			s.faults.Forget(sp.ID)
 			s.log.Info("stream disabled", zap.String("stream", sp.ID))
 		}
 		s.unplace(sp.ID)
@@ -206,7 +212,7 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	}
 	so := withHW(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
-		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log,
+		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log, Metrics: s.faults,
 	}, s.c, dev, nvdec)
 	// An NVDEC stream holds up to its queue, one frame in its worker and
 	// one being queued; fewer pool frames would stall the decoder before

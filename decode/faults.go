@@ -1,0 +1,62 @@
+package decode
+
+/*
+#include "fflog.h"
+*/
+import "C"
+
+import (
+	"sync/atomic"
+
+	"github.com/asticode/go-astiav"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Faults are a Source's fault counts since New, over all its Runs.
+type Faults struct {
+	// PacketsLost: RTP packets the RTP demuxer found missing.
+	PacketsLost uint64
+	// DecodeErrors: packets the decoder failed on.
+	DecodeErrors uint64
+	// CorruptFrames: frames emitted with pipeline.Frame.Corrupt.
+	CorruptFrames uint64
+}
+
+// faults counts a Source's faults, and exports them when it has counters.
+type faults struct {
+	lost, decodeErrors, corrupt atomic.Uint64
+	// The stream's series, nil without Options.Metrics.
+	lostC, decodeErrorsC, corruptC prometheus.Counter
+}
+
+func newFaults(m *Metrics, stream string) *faults {
+	f := &faults{}
+	if m != nil {
+		// Resolved once, so the series exist (at 0) from the start.
+		f.lostC = m.PacketsLost.WithLabelValues(stream)
+		f.decodeErrorsC = m.DecodeErrors.WithLabelValues(stream)
+		f.corruptC = m.FramesCorrupt.WithLabelValues(stream)
+	}
+	return f
+}
+
+func add(n uint64, a *atomic.Uint64, c prometheus.Counter) {
+	a.Add(n)
+	if c != nil {
+		c.Add(float64(n))
+	}
+}
+
+func (f *faults) packetsLost(n uint64) { add(n, &f.lost, f.lostC) }
+func (f *faults) decodeError()         { add(1, &f.decodeErrors, f.decodeErrorsC) }
+func (f *faults) corruptFrame()        { add(1, &f.corrupt, f.corruptC) }
+
+func (f *faults) snapshot() Faults {
+	return Faults{PacketsLost: f.lost.Load(), DecodeErrors: f.decodeErrors.Load(), CorruptFrames: f.corrupt.Load()}
+}
+
+// frameCorrupt reports whether FFmpeg marked f damaged (see
+// vigil_frame_corrupt in fflog.h).
+func frameCorrupt(f *astiav.Frame) bool {
+	return C.vigil_frame_corrupt((*C.AVFrame)(f.UnsafePointer())) != 0
+}
