@@ -429,7 +429,7 @@ func (s *stream) work(ctx context.Context) {
 			continue
 		}
 		res = Result{
-			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe,
+			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe, Corrupt: f.Corrupt,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
 			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget,
 			DroppedSinceLast: int(s.sinceLast.Swap(0)),

@@ -29,6 +29,9 @@ type Message struct {
 	Seq      uint64  `json:"seq"`
 	PTS      float64 `json:"pts"` // seconds
 	Keyframe bool    `json:"keyframe"`
+	// Corrupt: the decoder reported damage in this frame
+	// (pipeline.Frame.Corrupt); its detections may be wrong.
+	Corrupt bool `json:"corrupt"`
 	// CaptureTime is when the frame's own packet arrived (Frame.Arrival).
 	CaptureTime time.Time `json:"capture_time"`
 	// PublishTime is when this message was built.
@@ -79,7 +82,7 @@ func stamp(r *pipeline.Result) Message {
 	}
 	st := r.Stages
 	return Message{
-		Schema: SchemaVersion, StreamID: r.StreamID, Epoch: r.Epoch, Labels: r.Labels, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe,
+		Schema: SchemaVersion, StreamID: r.StreamID, Epoch: r.Epoch, Labels: r.Labels, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe, Corrupt: r.Corrupt,
 		CaptureTime: r.Capture.UTC(), PublishTime: now.UTC(), Width: r.Width, Height: r.Height,
 		Model: r.Model, Detections: dets, BudgetMS: msec(r.Budget), OverBudget: r.OverBudget,
 		DroppedSinceLast: r.DroppedSinceLast,
