@@ -6,6 +6,7 @@ package decode
 import "C"
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/asticode/go-astiav"
@@ -53,6 +54,30 @@ func (f *faults) corruptFrame()        { add(1, &f.corrupt, f.corruptC) }
 
 func (f *faults) snapshot() Faults {
 	return Faults{PacketsLost: f.lost.Load(), DecodeErrors: f.decodeErrors.Load(), CorruptFrames: f.corrupt.Load()}
+}
+
+// rtpMissedFormat is the printf format of the line with which FFmpeg's RTP
+// demuxer reports a sequence gap it stopped waiting for (libavformat
+// rtpdec.c, rtp_parse_queued_packet, AV_LOG_WARNING on the RTSP format
+// context; FFmpeg 5.1 wraps a negative gap by adding 65535). RTCP receiver
+// statistics and sequence numbers are private to libavformat
+// (RTPDemuxContext), so this line is the only report of the loss. FFmpeg
+// logs it only where it reorders packets, i.e. RTSP over UDP (a queue of
+// 500 packets, 100 ms): over TCP, where the network loses nothing but a
+// camera might skip sequence numbers, FFmpeg 5.1 accepts gaps under 3,000
+// silently (rtp_valid_packet_in_sequence) and they show only as decode
+// errors and corrupt frames.
+const rtpMissedFormat = "RTP: missed %d packets\n"
+
+// onFFmpegLine counts the faults FFmpeg reports only in its log.
+func (s *Source) onFFmpegLine(format, msg string) {
+	if format != rtpMissedFormat {
+		return
+	}
+	var n int64
+	if _, err := fmt.Sscanf(msg, "RTP: missed %d packets", &n); err == nil && n > 0 && n < 1<<16 {
+		s.faults.packetsLost(uint64(n))
+	}
 }
 
 // frameCorrupt reports whether FFmpeg marked f damaged (see

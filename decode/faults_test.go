@@ -10,12 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/rtsptest"
+	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -189,6 +192,48 @@ func TestDecodeErrorsCounted(t *testing.T) {
 			require.ErrorIs(t, err, io.EOF, "a broken packet does not end the stream")
 			require.Equal(t, uint64(len(broken)), src.Faults().DecodeErrors)
 			require.Equal(t, 50-len(broken), n)
+		})
+	}
+}
+
+// RTP packets lost over UDP (the test camera drops 3 % of them after its
+// payloader, seeded) are counted from FFmpeg's report of each gap, in
+// Faults and vigil_rtp_packets_lost_total; without loss none are.
+func TestRTPLossCounted(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
+	for _, c := range []struct {
+		name string
+		loss float64
+	}{{"3 % loss", 0.03}, {"no loss", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true, PacketLoss: c.loss})
+			m := decode.NewMetrics(prometheus.NewRegistry())
+			src, err := decode.New(decode.Options{URL: srv.URL, Transport: "udp", StreamID: "cam", Metrics: m})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			n, corrupt := 0, 0
+			err = src.Run(ctx, func(f *pipeline.Frame) {
+				f.Image.Release()
+				if f.Corrupt {
+					corrupt++
+				}
+				if n++; n == 60 {
+					cancel()
+				}
+			})
+			require.ErrorIs(t, err, context.Canceled)
+			require.Equal(t, 60, n, "60 frames (6 s) within a minute")
+			f := src.Faults()
+			t.Logf("%+v, %d corrupt frames seen", f, corrupt)
+			require.Equal(t, float64(f.PacketsLost), testutil.ToFloat64(m.PacketsLost.WithLabelValues("cam")))
+			if c.loss == 0 {
+				require.Zero(t, f.PacketsLost)
+				require.Zero(t, corrupt)
+				return
+			}
+			require.NotZero(t, f.PacketsLost)
+			require.NotZero(t, corrupt, "lost packets damage frames")
 		})
 	}
 }

@@ -161,7 +161,7 @@ func New(o Options) (*Source, error) {
 		return nil, err
 	}
 	s := &Source{o: o, kind: kind, path: path, token: router.token(), faults: newFaults(o.Metrics, o.StreamID)}
-	s.logs = newLogSink(o.Logger.Named("ffmpeg"), o.LogInterval, nil)
+	s.logs = newLogSink(o.Logger.Named("ffmpeg"), o.LogInterval, s.onFFmpegLine)
 	router.install()
 	return s, nil
 }
