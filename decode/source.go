@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -119,6 +120,12 @@ type Source struct {
 	logs   *logSink // this input's FFmpeg lines
 	token  uintptr  // tags this input's FFmpeg contexts (logRouter)
 	faults *faults
+
+	// RTSP over UDP (udpbuf.go): the video bitrate (bits/s) measured over
+	// the last long enough session, 0 before; whether the kernel's cap on
+	// the receive buffer was logged.
+	udpRate   float64
+	udpCapped bool
 }
 
 // errRetrySoftware makes Run reopen at once on the CPU.
@@ -292,6 +299,9 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	defer opts.Free()
 	if s.kind == KindRTSP {
 		_ = opts.Set("rtsp_transport", s.o.Transport, 0)
+		if s.o.Transport == "udp" {
+			_ = opts.Set("buffer_size", strconv.Itoa(s.udpBuffer(rmemMax())), 0)
+		}
 	}
 	if s.kind != KindFile {
 		// FFmpeg probes up to 5 s of a stream by default before the first
@@ -393,6 +403,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	}
 	defer d.pkt.Free()
 	defer d.frame.Free()
+	defer func() { s.noteRate(d.bytes, d.firstRead, d.lastRead) }()
 
 	var pace pacer
 	var decodeErrs int
@@ -459,6 +470,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		arrival := time.Now()
 		d.noteArrival(arrival)
 		d.noteCorrupt()
+		d.noteBytes(arrival)
 		err = cc.SendPacket(d.pkt)
 		d.pkt.Unref()
 		if err != nil && !errors.Is(err, astiav.ErrEagain) {
@@ -561,6 +573,10 @@ type decoder struct {
 	startDTS int64
 	hasStart bool
 	rewound  bool // the next packet is the first of a new pass
+	// Video bytes read, and when the first and last packets came: the
+	// session's bitrate (Source.noteRate).
+	bytes               int64
+	firstRead, lastRead time.Time
 	// corruptPkts holds the (shifted) PTS, else DTS, of packets the
 	// demuxer flagged AV_PKT_FLAG_CORRUPT whose frames have not come out.
 	corruptPkts map[int64]bool
@@ -688,6 +704,15 @@ func (d *decoder) noteCorrupt() {
 		d.corruptPkts = map[int64]bool{} // bounded, as arrivals is
 	}
 	d.corruptPkts[pts] = true
+}
+
+// noteBytes counts the current packet's size, read at t.
+func (d *decoder) noteBytes(t time.Time) {
+	if d.bytes == 0 {
+		d.firstRead = t
+	}
+	d.bytes += int64(d.pkt.Size())
+	d.lastRead = t
 }
 
 // corruptFrame reports whether the frame just received, of PTS (else

@@ -305,7 +305,12 @@ type Stream struct {
 	// Model is a models[] name, a built-in name (blazeface, blazeface-back,
 	// yolox-nano) or an .onnx path.
 	Model string `yaml:"model" default:"pipeline.default_model"`
-	// Transport is RTSP's lower transport: tcp or udp.
+	// Transport is RTSP's lower transport: tcp or udp. Over UDP each RTP
+	// socket gets a receive buffer of one second of the stream's bitrate
+	// (measured over its previous session of 5 s or more; 40 Mbit/s, so
+	// 5 MB, before that), which the kernel caps at net.core.rmem_max (a
+	// warning says so, once per stream); lost packets are counted in
+	// vigil_rtp_packets_lost_total (docs/architecture.md, "Input faults").
 	Transport string `yaml:"transport"`
 	// FPSLimit is an admission token bucket's rate, in frames per second by
 	// arrival time (0: none); refused frames are dropped as rate_limit.
