@@ -46,6 +46,7 @@ func exported(t *testing.T) map[string]bool {
 	m.QueueDepth.WithLabelValues("s").Set(1)
 	m.BudgetMisses.WithLabelValues("s").Inc()
 	m.Up.WithLabelValues("s").Set(1)
+	m.SetState("s", pipeline.StateRunning)
 	m.Degraded.WithLabelValues("s").Set(1)
 	m.TotalQueue.Set(1)
 	m.BatchSize.Observe(4)

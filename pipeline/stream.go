@@ -202,11 +202,7 @@ type stream struct {
 }
 
 func (s *stream) transition(st State, reason string, attempt int) {
-	if st == StateRunning {
-		s.m.up.Set(1)
-	} else {
-		s.m.up.Set(0)
-	}
+	s.m.state.set(st)
 	// Starting is announced even though a new Status already says so;
 	// every reconnect attempt is announced.
 	if !s.c.Status.set(st, reason) && st != StateReconnecting && st != StateStarting {

@@ -72,6 +72,17 @@ func TestRunStreamLossless(t *testing.T) {
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems, "metric names follow Prometheus conventions")
+	// The file ended: stopped, as a 0/1 enum of every state.
+	require.Equal(t, 0.0, testutil.ToFloat64(m.Up.WithLabelValues("m")))
+	for _, st := range []pipeline.State{pipeline.StateStarting, pipeline.StateRunning, pipeline.StateReconnecting, pipeline.StateFailed, pipeline.StateStopped} {
+		want := 0.0
+		if st == pipeline.StateStopped {
+			want = 1
+		}
+		require.Equal(t, want, testutil.ToFloat64(m.StreamState.WithLabelValues("m", string(st))), st)
+	}
+	m.Forget("m")
+	require.Zero(t, testutil.CollectAndCount(m.StreamState), "Forget removes the state series")
 }
 
 // A slow sink behind a fast file: the bounded queue drops the oldest

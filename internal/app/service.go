@@ -151,6 +151,8 @@ func (s *service) start(sp registry.Spec, version string) {
 		cfg, err := s.build(sp, dev, nvdec)
 		if err != nil {
 			s.log.Error("stream cannot start", zap.String("stream", sp.ID), zap.Error(err))
+			// RunStream never runs, so the metrics must say it here.
+			s.metrics.SetState(sp.ID, pipeline.StateFailed)
 		}
 		return cfg, err
 	}
