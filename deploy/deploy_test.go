@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/pipeline"
+	"github.com/vigil-video/vigil/sinks"
 )
 
 func promtool(t *testing.T, args ...string) {
@@ -52,6 +53,8 @@ func exported(t *testing.T) map[string]bool {
 	m.BatchSize.Observe(4)
 	m.BatchWait.Observe(0.001)
 	m.EngineBatch.WithLabelValues("4").Observe(0.01)
+	nm := sinks.NewNATSMetrics(reg)
+	nm.Undelivered.WithLabelValues("detections", sinks.UndeliveredBufferFull).Inc()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

@@ -74,6 +74,7 @@ type Status struct {
 	codec      string
 	epoch      string
 	in, out    rateMeter
+	buffered   rateMeter    // of out: results the sink held (NATS down)
 	drops      rateMeter    // frames dropped (faults)
 	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
 	queueDepth atomic.Int64 // frames in the stream's queue
@@ -93,6 +94,10 @@ type StatusSnapshot struct {
 	// the last 5 s.
 	FPSIn  float64 `json:"fps_in"`
 	FPSOut float64 `json:"fps_out"`
+	// FPSBuffered is the part of FPSOut that the sink accepted without
+	// sending (NATS disconnected: held in the client's reconnect buffer,
+	// see Result.Buffered), per second over the last 5 s.
+	FPSBuffered float64 `json:"fps_buffered,omitempty"`
 	// FPSDropped is frames per second dropped over the last 5 s (the
 	// reasons of vigil_frames_dropped_total).
 	FPSDropped float64 `json:"fps_dropped"`
@@ -123,8 +128,8 @@ func (s *Status) Snapshot() StatusSnapshot {
 	now := time.Now()
 	return StatusSnapshot{
 		State: s.state, Since: s.since, Epoch: s.epoch, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
-		FPSDropped: s.drops.rate(now),
-		LastFrame:  s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
+		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now),
+		LastFrame: s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
 		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
 	}
 }
@@ -173,9 +178,12 @@ func (s *Status) frameIn(f *Frame, codec string) {
 	s.mu.Unlock()
 }
 
-func (s *Status) frameOut(t time.Time) {
+func (s *Status) frameOut(t time.Time, buffered bool) {
 	s.mu.Lock()
 	s.out.mark(t)
+	if buffered {
+		s.buffered.mark(t)
+	}
 	s.mu.Unlock()
 }
 

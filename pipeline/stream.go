@@ -446,11 +446,11 @@ func (s *stream) work(ctx context.Context) {
 			s.m.budgetMisses.Inc()
 			s.c.Status.budgetMiss()
 		}
-		s.c.Status.frameOut(res.Published)
+		s.c.Status.frameOut(res.Published, res.Buffered)
 		s.m.detections.Add(float64(len(dets)))
 		s.m.observe(&res.Stages)
 		if s.c.Stats != nil {
-			s.c.Stats.addOut(s.c.ID, res.Stages.Total, len(dets))
+			s.c.Stats.addOut(s.c.ID, res.Stages.Total, len(dets), res.Buffered)
 		}
 	}
 }

@@ -49,8 +49,8 @@ const (
 // Window apart, and writes a health report: GPU utilisation (above 70 %, not
 // under 30 %), GPU memory use (under 80 %), the engine-time tail (P99 under
 // 3× the mean), queue delay (mean under 5 ms), the host↔device copy share
-// (under 15 % of batch time), frames dropped (under 20 %), how many streams
-// run, and
+// (under 15 % of batch time), frames dropped (under 20 %), the NATS
+// connection (connected, nothing undelivered), how many streams run, and
 // one line for each stream that does not run (vigil_stream_state at the
 // second scrape). Each line gives the measured value, the threshold and the
 // direction to take. It returns the checks.
@@ -71,7 +71,7 @@ func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error
 	if err != nil {
 		return nil, err
 	}
-	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b)}
+	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b), natsCheck(a, b)}
 	checks = append(checks, streamChecks(b)...)
 	fmt.Fprintf(out, "vigil doctor: %s over %s\n", redact.URL(o.URL), o.Window)
 	for _, c := range checks {
@@ -342,6 +342,48 @@ func copyCheck(a, b families) Check {
 	c.OK = share < copyShareMax
 	c.Advice = "larger batches amortise less here: copies scale with frames; decode on the GPU (NVDEC) to drop the frame upload, or use a model with smaller outputs"
 	return c
+}
+
+// natsCheck: vigil's NATS connection at the second scrape, and what it
+// could not deliver or had to reconnect for in the window.
+func natsCheck(a, b families) Check {
+	c := Check{Name: "NATS connection", Threshold: "connected, 0 undelivered"}
+	up := gauges(b, "vigil_nats_connected")
+	if len(up) == 0 {
+		c.Advice = "no vigil_nats_connected: not a vigil run, or one older than this doctor"
+		return c
+	}
+	undelivered := counterTotal(b, "vigil_nats_undelivered_messages_total") - counterTotal(a, "vigil_nats_undelivered_messages_total")
+	reconnects := counterTotal(b, "vigil_nats_reconnects_total") - counterTotal(a, "vigil_nats_reconnects_total")
+	if up[0] != 1 {
+		held, bytes, limit := sum(gauges(b, "vigil_nats_reconnect_buffer_messages")), sum(gauges(b, "vigil_nats_reconnect_buffer_bytes")), sum(gauges(b, "vigil_nats_reconnect_buffer_limit_bytes"))
+		c.Measured = fmt.Sprintf("down, %.0f held (%s of %s)", held, humanBytes(int(bytes)), humanBytes(int(limit)))
+		if undelivered > 0 {
+			c.Measured += fmt.Sprintf(", %.0f undelivered", undelivered)
+		}
+		c.Advice = "vigil cannot reach NATS (nats.url): detections, events and alerts are held in the client's reconnect buffer and sent when it is back, lost if it fills (vigil_nats_undelivered_messages_total, reason buffer_full) or vigil stops first; the registry cannot be changed meanwhile. Check the NATS server and the network to it"
+		return c
+	}
+	c.Measured = "connected"
+	switch {
+	case undelivered > 0:
+		c.Measured = fmt.Sprintf("connected, %.0f undelivered", undelivered)
+		c.Advice = "messages were lost in the window: see vigil_nats_undelivered_messages_total by reason (buffer_full: an outage outlasted the reconnect buffer)"
+	case reconnects > 0:
+		c.Measured = fmt.Sprintf("connected, %.0f reconnects", reconnects)
+		c.Advice = "the connection to NATS dropped in the window: messages published meanwhile were held and sent on reconnect; check the server's and the network's stability"
+	default:
+		c.OK = true
+	}
+	return c
+}
+
+func sum(v []float64) float64 {
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t
 }
 
 // streamAdvice is the direction to take for a stream in each state but

@@ -35,12 +35,13 @@ func TestDoctor(t *testing.T) {
 	for _, c := range checks {
 		byName[c.Name] = c
 	}
-	require.Len(t, checks, 7)
+	require.Len(t, checks, 8)
 	require.NotEmpty(t, byName["frames dropped"].Measured)
 	require.NotEmpty(t, byName["engine time tail (P99/mean)"].Measured)
 	require.NotEmpty(t, byName["queue delay (mean)"].Measured)
 	require.Contains(t, out.String(), "n/a  host-device copy share")
-	require.Equal(t, 7, strings.Count(out.String(), "(want "))
+	require.Equal(t, 8, strings.Count(out.String(), "(want "))
+	require.True(t, byName["NATS connection"].OK)
 	require.Equal(t, "1 of 1", byName["streams running"].Measured)
 
 	_, err = app.Doctor(context.Background(), app.DoctorOptions{URL: "http://127.0.0.1:1/metrics", Window: time.Millisecond}, &out)

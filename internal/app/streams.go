@@ -155,6 +155,22 @@ func PrintStreams(w io.Writer, format string, streams []api.Stream, list bool) e
 	return nil
 }
 
+// PrintStreamList writes the answer of GET /v1/streams: as a table
+// (PrintStreams) preceded, while NATS is down, by a line saying so and
+// what the client holds; as JSON, the array of streams (the API's
+// /v1/streams has the connection's state too).
+func PrintStreamList(w io.Writer, format string, l api.StreamList, now time.Time) error {
+	if format == "table" && l.NATS != nil && !l.NATS.Connected {
+		n := l.NATS
+		fmt.Fprintf(w, "NATS is down (for %s): %d messages (%s of %s) held in the reconnect buffer, sent when it is back, lost if it fills or vigil stops; %d undelivered since start\n",
+			roughDuration(now.Sub(n.DownSince)), n.HeldMessages, humanBytes(n.HeldBytes), humanBytes(n.BufferLimitBytes), n.Undelivered)
+		if l.RegistryError != "" {
+			fmt.Fprintf(w, "registry unreachable: streams as vigil last read them\n")
+		}
+	}
+	return PrintStreams(w, format, l.Streams, true)
+}
+
 // streamColumn is one column of the streams table: its heading and its
 // value for a stream (st is nil when vigil has no status for it).
 type streamColumn struct {
@@ -176,7 +192,12 @@ var streamColumns = []streamColumn{
 		return "-"
 	}},
 	{"FPS IN", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSIn) })},
-	{"FPS OUT", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSOut) })},
+	{"FPS OUT", statusValue(func(st *pipeline.StatusSnapshot) string {
+		if st.FPSBuffered > 0 {
+			return fmt.Sprintf("%.1f (%.1f buffered)", st.FPSOut, st.FPSBuffered)
+		}
+		return fmt.Sprintf("%.1f", st.FPSOut)
+	})},
 	// Faults only (vigil_frames_dropped_total); frames skipped by policy
 	// get a column of their own next to it.
 	{"FPS DROP", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSDropped) })},
