@@ -268,14 +268,19 @@ func (s *stream) ingest(ctx context.Context) error {
 // emit is the Source's callback: count, then enqueue without blocking.
 func (s *stream) emit(f *Frame) {
 	codec := ""
-	if !s.got {
+	first := !s.got
+	if first {
 		s.got = true
 		if s.codec != nil {
 			codec = s.codec()
 		}
+	}
+	// The frame is in the status (size, codec) before the status says
+	// running, so a reader never sees a running stream without them.
+	s.c.Status.frameIn(f, codec)
+	if first {
 		s.transition(StateRunning, "", 0)
 	}
-	s.c.Status.frameIn(f, codec)
 	s.m.decoded.Inc()
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)

@@ -85,6 +85,27 @@ func TestRunStreamLossless(t *testing.T) {
 	require.Zero(t, testutil.CollectAndCount(m.StreamState), "Forget removes the state series")
 }
 
+// When a stream says running (its status, and the event published from
+// it), its status already has the first frame's size and codec: `vigil
+// streams` and shapes read them as soon as the state is running.
+func TestRunningStatusHasFirstFrame(t *testing.T) {
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), StreamID: "first"})
+	require.NoError(t, err)
+	st := pipeline.NewStatus(pipeline.StateStarting)
+	var atRunning []pipeline.StatusSnapshot // written by OnEvent, read after RunStream returned
+	require.NoError(t, pipeline.RunStream(context.Background(), pipeline.StreamConfig{
+		ID: "first", Source: src, Engine: engine(t), Sink: &collectSink{}, Lossless: true, Status: st,
+		OnEvent: func(e pipeline.Event) {
+			if e.Type == pipeline.StateRunning {
+				atRunning = append(atRunning, st.Snapshot())
+			}
+		},
+	}))
+	require.Len(t, atRunning, 1)
+	require.Equal(t, 720, atRunning[0].Width)
+	require.Equal(t, "mpeg4", atRunning[0].Codec)
+}
+
 // A slow sink behind a fast file: the bounded queue drops the oldest
 // frames (counted as queue_full) instead of growing; what is published
 // stays in order and every decoded frame is either published or dropped.
