@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/pipeline"
+	"github.com/vigil-video/vigil/sinks"
 )
 
 func promtool(t *testing.T, args ...string) {
@@ -46,11 +47,14 @@ func exported(t *testing.T) map[string]bool {
 	m.QueueDepth.WithLabelValues("s").Set(1)
 	m.BudgetMisses.WithLabelValues("s").Inc()
 	m.Up.WithLabelValues("s").Set(1)
+	m.SetState("s", pipeline.StateRunning)
 	m.Degraded.WithLabelValues("s").Set(1)
 	m.TotalQueue.Set(1)
 	m.BatchSize.Observe(4)
 	m.BatchWait.Observe(0.001)
 	m.EngineBatch.WithLabelValues("4").Observe(0.01)
+	nm := sinks.NewNATSMetrics(reg)
+	nm.Undelivered.WithLabelValues("detections", sinks.UndeliveredBufferFull).Inc()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

@@ -61,6 +61,11 @@ type Metrics struct {
 	// Up is 1 while a stream is running and 0 in any other state:
 	// vigil_stream_up{stream}.
 	Up *prometheus.GaugeVec
+	// StreamState is the stream's lifecycle state as a 0/1 enum gauge:
+	// vigil_stream_state{stream,state} is 1 for the state the stream is in
+	// (starting, running, reconnecting, failed, stopped; see State) and 0
+	// for the four others. Set it with SetState.
+	StreamState *prometheus.GaugeVec
 	// Degraded is 1 while a low-priority stream runs at its degraded rate:
 	// vigil_stream_degraded{stream}.
 	Degraded *prometheus.GaugeVec
@@ -129,6 +134,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Up = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vigil_stream_up", Help: "1 while the stream is running (frames flowing), 0 when starting, reconnecting, failed or stopped.",
 	}, []string{"stream"})
+	m.StreamState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vigil_stream_state", Help: "1 for the lifecycle state the stream is in (starting, running, reconnecting, failed, stopped), 0 for the others.",
+	}, []string{"stream", "state"})
 	m.Degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vigil_stream_degraded", Help: "1 while a low-priority stream is switched to its degraded frame rate under sustained load.",
 	}, []string{"stream"})
@@ -159,7 +167,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.000001, 2, 18),
 	}, []string{"model", "batch"})
 	if reg != nil {
-		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.Degraded,
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.StreamState, m.Degraded,
 			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.BatchLate, m.GPUStage, m.GPULaunch)
 	}
 	return m
@@ -177,7 +185,50 @@ func (m *Metrics) Forget(stream string) {
 	m.QueueDepth.DeletePartialMatch(l)
 	m.BudgetMisses.DeletePartialMatch(l)
 	m.Up.DeletePartialMatch(l)
+	m.StreamState.DeletePartialMatch(l)
 	m.Degraded.DeletePartialMatch(l)
+}
+
+// lifecycle lists the states of vigil_stream_state, in the order of
+// State's diagram.
+var lifecycle = [5]State{StateStarting, StateRunning, StateReconnecting, StateFailed, StateStopped}
+
+// SetState sets vigil_stream_up (1 only while running) and
+// vigil_stream_state of stream to st. RunStream calls it on every
+// transition; the service calls it for a stream that failed before it
+// could run (its model did not load, say), which RunStream never sees.
+func (m *Metrics) SetState(stream string, st State) {
+	m.forState(stream).set(st)
+}
+
+// stateGauges are one stream's vigil_stream_up and vigil_stream_state
+// series.
+type stateGauges struct {
+	up    prometheus.Gauge
+	state [len(lifecycle)]prometheus.Gauge
+}
+
+func (m *Metrics) forState(stream string) stateGauges {
+	g := stateGauges{up: m.Up.WithLabelValues(stream)}
+	for i, st := range lifecycle {
+		g.state[i] = m.StreamState.WithLabelValues(stream, string(st))
+	}
+	return g
+}
+
+func (g stateGauges) set(st State) {
+	up := 0.0
+	if st == StateRunning {
+		up = 1
+	}
+	g.up.Set(up)
+	for i, l := range lifecycle {
+		v := 0.0
+		if l == st {
+			v = 1
+		}
+		g.state[i].Set(v)
+	}
 }
 
 // streamMetrics are one stream's collectors, resolved once so that the
@@ -185,7 +236,7 @@ func (m *Metrics) Forget(stream string) {
 type streamMetrics struct {
 	decoded, processed, detections prometheus.Counter
 	budgetMisses                   prometheus.Counter
-	up                             prometheus.Gauge
+	state                          stateGauges
 	queueDepth                     prometheus.Gauge
 	stages                         [7]prometheus.Observer // in stageOrder
 	m                              *Metrics
@@ -201,7 +252,7 @@ func (m *Metrics) forStream(stream string) *streamMetrics {
 		processed:    m.Processed.WithLabelValues(stream),
 		detections:   m.Detections.WithLabelValues(stream),
 		budgetMisses: m.BudgetMisses.WithLabelValues(stream),
-		up:           m.Up.WithLabelValues(stream),
+		state:        m.forState(stream),
 		queueDepth:   m.QueueDepth.WithLabelValues(stream),
 		m:            m,
 		stream:       stream,

@@ -128,6 +128,11 @@ type Result struct {
 	Budget time.Duration
 	// OverBudget is set by the Sink: Stages.Total exceeded Budget.
 	OverBudget bool
+	// Buffered is set by the Sink when it accepted the result without
+	// sending it: the NATS client held it in its reconnect buffer while
+	// disconnected (sent on reconnect, lost if the connection closes
+	// first). Such results count as published, and are shown apart.
+	Buffered bool
 	// DroppedSinceLast counts this stream's frames dropped since the
 	// previous published result.
 	DroppedSinceLast int

@@ -67,12 +67,15 @@ type Status struct {
 	since      time.Time
 	lastFrame  time.Time
 	lastErr    string
+	lastErrAt  time.Time
 	reconnects int
 	width      int
 	height     int
 	codec      string
 	epoch      string
 	in, out    rateMeter
+	buffered   rateMeter    // of out: results the sink held (NATS down)
+	drops      rateMeter    // frames dropped (faults)
 	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
 	queueDepth atomic.Int64 // frames in the stream's queue
 	// Not yet reported in an alert (see TakeAlert).
@@ -91,14 +94,26 @@ type StatusSnapshot struct {
 	// the last 5 s.
 	FPSIn  float64 `json:"fps_in"`
 	FPSOut float64 `json:"fps_out"`
+	// FPSBuffered is the part of FPSOut that the sink accepted without
+	// sending (NATS disconnected: held in the client's reconnect buffer,
+	// see Result.Buffered), per second over the last 5 s.
+	FPSBuffered float64 `json:"fps_buffered,omitempty"`
+	// FPSDropped is frames per second dropped over the last 5 s (the
+	// reasons of vigil_frames_dropped_total).
+	FPSDropped float64 `json:"fps_dropped"`
 	// LastFrame is the arrival time of the newest decoded frame (zero if
 	// none yet).
-	LastFrame  time.Time `json:"last_frame,omitzero"`
-	LastError  string    `json:"last_error,omitempty"`
-	Reconnects int       `json:"reconnects"`
-	Width      int       `json:"width,omitempty"`
-	Height     int       `json:"height,omitempty"`
-	Codec      string    `json:"codec,omitempty"`
+	LastFrame time.Time `json:"last_frame,omitzero"`
+	// LastError is the error of the latest reconnect or failure, and
+	// LastErrorTime when it happened. It is current while State is
+	// reconnecting or failed (see CurrentError); in any other state it is
+	// past: the stream recovered (or stopped) since.
+	LastError     string    `json:"last_error,omitempty"`
+	LastErrorTime time.Time `json:"last_error_time,omitzero"`
+	Reconnects    int       `json:"reconnects"`
+	Width         int       `json:"width,omitempty"`
+	Height        int       `json:"height,omitempty"`
+	Codec         string    `json:"codec,omitempty"`
 	// Degraded: switched to a lower frame rate under sustained load.
 	Degraded bool `json:"degraded,omitempty"`
 }
@@ -113,9 +128,20 @@ func (s *Status) Snapshot() StatusSnapshot {
 	now := time.Now()
 	return StatusSnapshot{
 		State: s.state, Since: s.since, Epoch: s.epoch, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
-		LastFrame: s.lastFrame, LastError: s.lastErr, Reconnects: s.reconnects,
+		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now),
+		LastFrame: s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
 		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
 	}
+}
+
+// CurrentError is LastError while the stream is reconnecting or failed
+// (the error is why it is in that state), and "" in the other states,
+// where LastError is past.
+func (s StatusSnapshot) CurrentError() string {
+	if s.State == StateReconnecting || s.State == StateFailed {
+		return s.LastError
+	}
+	return ""
 }
 
 // set changes the state; it reports whether it changed.
@@ -123,7 +149,7 @@ func (s *Status) set(st State, reason string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if reason != "" && (st == StateReconnecting || st == StateFailed) {
-		s.lastErr = reason
+		s.lastErr, s.lastErrAt = reason, time.Now()
 	}
 	if st == StateReconnecting {
 		s.reconnects++
@@ -152,14 +178,18 @@ func (s *Status) frameIn(f *Frame, codec string) {
 	s.mu.Unlock()
 }
 
-func (s *Status) frameOut(t time.Time) {
+func (s *Status) frameOut(t time.Time, buffered bool) {
 	s.mu.Lock()
 	s.out.mark(t)
+	if buffered {
+		s.buffered.mark(t)
+	}
 	s.mu.Unlock()
 }
 
 func (s *Status) dropped(r DropReason) {
 	s.mu.Lock()
+	s.drops.mark(time.Now())
 	if s.pendingDrops == nil {
 		s.pendingDrops = map[DropReason]int{}
 	}

@@ -20,6 +20,7 @@ type Stats struct {
 
 type streamStats struct {
 	in, out, dropped, dets int
+	buffered               int             // of out: held by the sink (Result.Buffered)
 	lat                    []time.Duration // Total latencies since the last snapshot
 }
 
@@ -54,10 +55,13 @@ func (s *Stats) addDrop(id string) {
 	s.mu.Unlock()
 }
 
-func (s *Stats) addOut(id string, total time.Duration, dets int) {
+func (s *Stats) addOut(id string, total time.Duration, dets int, buffered bool) {
 	s.mu.Lock()
 	st := s.get(id)
 	st.out++
+	if buffered {
+		st.buffered++
+	}
 	st.dets += dets
 	if len(st.lat) < maxLatencySamples {
 		st.lat = append(st.lat, total)
@@ -83,16 +87,18 @@ func (s *Stats) Remove(id string) {
 // StreamSnapshot is one stream's numbers over one interval.
 type StreamSnapshot struct {
 	ID string
-	// FPSIn and FPSOut are decoded and published frames per second.
-	FPSIn, FPSOut float64
+	// FPSIn and FPSOut are decoded and published frames per second;
+	// FPSBuffered is the part of FPSOut the sink held without sending
+	// (Result.Buffered: NATS disconnected).
+	FPSIn, FPSOut, FPSBuffered float64
 	// P50 and P99 are end-to-end latency percentiles (arrival to publish),
 	// nearest-rank over the interval's samples; zero without samples.
 	P50, P99 time.Duration
 	// DetsPerSec is detections published per second.
 	DetsPerSec float64
 	// In, Out and Dropped count decoded, published and dropped frames in
-	// the interval.
-	In, Out, Dropped int
+	// the interval; Buffered counts the published ones the sink held.
+	In, Out, Dropped, Buffered int
 }
 
 // Snapshot returns every stream's numbers since the previous Snapshot (or
@@ -109,8 +115,8 @@ func (s *Stats) Snapshot() []StreamSnapshot {
 	out := make([]StreamSnapshot, 0, len(s.streams))
 	for id, st := range s.streams {
 		snap := StreamSnapshot{
-			ID: id, FPSIn: float64(st.in) / secs, FPSOut: float64(st.out) / secs,
-			DetsPerSec: float64(st.dets) / secs, In: st.in, Out: st.out, Dropped: st.dropped,
+			ID: id, FPSIn: float64(st.in) / secs, FPSOut: float64(st.out) / secs, FPSBuffered: float64(st.buffered) / secs,
+			DetsPerSec: float64(st.dets) / secs, In: st.in, Out: st.out, Dropped: st.dropped, Buffered: st.buffered,
 		}
 		snap.P50, snap.P99 = Percentile(st.lat, 50), Percentile(st.lat, 99)
 		out = append(out, snap)
@@ -136,10 +142,24 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 // WriteProgress writes one line per stream, e.g.
 //
 //	cam1  in 24.0 fps  out 24.0 fps  p50 12.1 ms  p99 19.8 ms  1.0 det/s  dropped 0
-func WriteProgress(w io.Writer, snaps []StreamSnapshot) {
+//
+// A stream whose sink held results without sending them (Buffered) says so
+// after its out rate, with held, the reason the sink gives (e.g. "NATS down
+// 12 s"; may be empty):
+//
+//	cam1  in 24.0 fps  out 24.0 fps (24.0 buffered, NATS down 12 s)  p50 ...
+func WriteProgress(w io.Writer, snaps []StreamSnapshot, held string) {
 	for _, s := range snaps {
-		fmt.Fprintf(w, "%-16s in %5.1f fps  out %5.1f fps  p50 %6.1f ms  p99 %6.1f ms  %5.1f det/s  dropped %d\n",
-			s.ID, s.FPSIn, s.FPSOut, ms(s.P50), ms(s.P99), s.DetsPerSec, s.Dropped)
+		out := ""
+		if s.Buffered > 0 {
+			out = fmt.Sprintf(" (%.1f buffered", s.FPSBuffered)
+			if held != "" {
+				out += ", " + held
+			}
+			out += ")"
+		}
+		fmt.Fprintf(w, "%-16s in %5.1f fps  out %5.1f fps%s  p50 %6.1f ms  p99 %6.1f ms  %5.1f det/s  dropped %d\n",
+			s.ID, s.FPSIn, s.FPSOut, out, ms(s.P50), ms(s.P99), s.DetsPerSec, s.Dropped)
 	}
 }
 

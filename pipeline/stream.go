@@ -202,11 +202,7 @@ type stream struct {
 }
 
 func (s *stream) transition(st State, reason string, attempt int) {
-	if st == StateRunning {
-		s.m.up.Set(1)
-	} else {
-		s.m.up.Set(0)
-	}
+	s.m.state.set(st)
 	// Starting is announced even though a new Status already says so;
 	// every reconnect attempt is announced.
 	if !s.c.Status.set(st, reason) && st != StateReconnecting && st != StateStarting {
@@ -272,14 +268,19 @@ func (s *stream) ingest(ctx context.Context) error {
 // emit is the Source's callback: count, then enqueue without blocking.
 func (s *stream) emit(f *Frame) {
 	codec := ""
-	if !s.got {
+	first := !s.got
+	if first {
 		s.got = true
 		if s.codec != nil {
 			codec = s.codec()
 		}
+	}
+	// The frame is in the status (size, codec) before the status says
+	// running, so a reader never sees a running stream without them.
+	s.c.Status.frameIn(f, codec)
+	if first {
 		s.transition(StateRunning, "", 0)
 	}
-	s.c.Status.frameIn(f, codec)
 	s.m.decoded.Inc()
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)
@@ -450,11 +451,11 @@ func (s *stream) work(ctx context.Context) {
 			s.m.budgetMisses.Inc()
 			s.c.Status.budgetMiss()
 		}
-		s.c.Status.frameOut(res.Published)
+		s.c.Status.frameOut(res.Published, res.Buffered)
 		s.m.detections.Add(float64(len(dets)))
 		s.m.observe(&res.Stages)
 		if s.c.Stats != nil {
-			s.c.Stats.addOut(s.c.ID, res.Stages.Total, len(dets))
+			s.c.Stats.addOut(s.c.ID, res.Stages.Total, len(dets), res.Buffered)
 		}
 	}
 }

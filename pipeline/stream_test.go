@@ -72,6 +72,38 @@ func TestRunStreamLossless(t *testing.T) {
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	require.Empty(t, problems, "metric names follow Prometheus conventions")
+	// The file ended: stopped, as a 0/1 enum of every state.
+	require.Equal(t, 0.0, testutil.ToFloat64(m.Up.WithLabelValues("m")))
+	for _, st := range []pipeline.State{pipeline.StateStarting, pipeline.StateRunning, pipeline.StateReconnecting, pipeline.StateFailed, pipeline.StateStopped} {
+		want := 0.0
+		if st == pipeline.StateStopped {
+			want = 1
+		}
+		require.Equal(t, want, testutil.ToFloat64(m.StreamState.WithLabelValues("m", string(st))), st)
+	}
+	m.Forget("m")
+	require.Zero(t, testutil.CollectAndCount(m.StreamState), "Forget removes the state series")
+}
+
+// When a stream says running (its status, and the event published from
+// it), its status already has the first frame's size and codec: `vigil
+// streams` and shapes read them as soon as the state is running.
+func TestRunningStatusHasFirstFrame(t *testing.T) {
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), StreamID: "first"})
+	require.NoError(t, err)
+	st := pipeline.NewStatus(pipeline.StateStarting)
+	var atRunning []pipeline.StatusSnapshot // written by OnEvent, read after RunStream returned
+	require.NoError(t, pipeline.RunStream(context.Background(), pipeline.StreamConfig{
+		ID: "first", Source: src, Engine: engine(t), Sink: &collectSink{}, Lossless: true, Status: st,
+		OnEvent: func(e pipeline.Event) {
+			if e.Type == pipeline.StateRunning {
+				atRunning = append(atRunning, st.Snapshot())
+			}
+		},
+	}))
+	require.Len(t, atRunning, 1)
+	require.Equal(t, 720, atRunning[0].Width)
+	require.Equal(t, "mpeg4", atRunning[0].Codec)
 }
 
 // A slow sink behind a fast file: the bounded queue drops the oldest

@@ -182,13 +182,11 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	switch sub {
 	case "ls":
-		var out struct {
-			Streams []api.Stream `json:"streams"`
-		}
+		var out api.StreamList
 		if err := c.Do(ctx, http.MethodGet, "/v1/streams", nil, &out); err != nil {
 			return err
 		}
-		return app.PrintStreams(stdout, *output, out.Streams, true)
+		return app.PrintStreamList(stdout, *output, out, time.Now())
 	case "get":
 		var s api.Stream
 		if err := c.Do(ctx, http.MethodGet, "/v1/streams/"+url.PathEscape(pos[0]), nil, &s); err != nil {

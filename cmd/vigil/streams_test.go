@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
 )
 
@@ -138,4 +141,78 @@ streams: [{id: tok, url: %q, realtime: true, loop: true}]
 	rc, out, errOut := vigil("tail", "--nats", ep.NATS, "--count", "2", "--token-file", tokenFile)
 	require.Equal(t, 0, rc, errOut)
 	require.Contains(t, out, "tok")
+}
+
+// streams ls shows a stream's error whole while it is current (the cause
+// is at its end, past any width), and not once the stream has recovered;
+// streams get then shows it as past, with its time. The table has a
+// column of dropped frames per second.
+func TestStreamsTableErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	ln.Close() // a camera that refuses connections
+	srv := rtsptest.Start(t, rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150), rtsptest.Options{Loop: true})
+	ep := runVigil(t, `
+api: {listen: "127.0.0.1:0"}
+metrics: {listen: "off"}
+nats: {listen: "127.0.0.1:0"}
+`)
+	// try runs a streams command; require is for the test goroutine, so
+	// the polls below use try and state.
+	try := func(args ...string) (string, bool) {
+		rc, out, _ := vigil(append([]string{"streams"}, append(args, "--api", ep.API)...)...)
+		return out, rc == 0
+	}
+	streams := func(args ...string) string {
+		t.Helper()
+		out, ok := try(args...)
+		require.True(t, ok, "vigil streams %v", args)
+		return out
+	}
+	// state returns a stream's state and last error ("" before it has a
+	// status).
+	state := func(id string) (string, string) {
+		out, ok := try("get", id, "-o", "json")
+		var s api.Stream
+		if !ok || json.Unmarshal([]byte(out), &s) != nil || s.Status == nil {
+			return "", ""
+		}
+		return string(s.Status.State), s.Status.LastError
+	}
+	streams("add", "--id", "gone", "--url", "rtsp://"+closed+"/site-12/building-north/entrance-camera-3/main", "--stall-timeout", "1s")
+	streams("add", "--id", "cam", "--url", srv.URL, "--stall-timeout", "1s")
+	var goneErr string
+	testenv.Eventually(t, func() bool {
+		var st string
+		st, goneErr = state("gone")
+		return st == "reconnecting" && goneErr != ""
+	}, 20*time.Second, 50*time.Millisecond, "gone reconnecting with an error")
+	testenv.Eventually(t, func() bool { st, _ := state("cam"); return st == "running" }, 30*time.Second, 50*time.Millisecond, "cam running")
+	out := streams("ls")
+	t.Log("\n" + out)
+	require.Regexp(t, `(?m)^ID\s+STATE\s+FPS IN\s+FPS OUT\s+FPS DROP\s+RESOLUTION\s+CODEC\s+RECONNECTS\s+MODEL\s+URL\s+ERROR$`, out)
+	require.Regexp(t, `(?m)^gone\s+reconnecting\s+.*`+regexp.QuoteMeta(goneErr)+`$`, out, "the current error, whole")
+	require.Greater(t, len(goneErr), 60, "longer than the old column's cut")
+
+	srv.Stop()
+	var camErr string
+	testenv.Eventually(t, func() bool {
+		var st string
+		st, camErr = state("cam")
+		return st == "reconnecting" && camErr != ""
+	}, 20*time.Second, 20*time.Millisecond, "cam reconnecting with an error")
+	require.Contains(t, streams("ls"), camErr)
+	srv.Restart(t)
+	// Backoff: 1 s doubling; a few attempts at most before the restart.
+	testenv.Eventually(t, func() bool { st, _ := state("cam"); return st == "running" }, 40*time.Second, 50*time.Millisecond, "cam running again")
+	_, camErr = state("cam") // the last attempt's, which may differ from the first's
+	out = streams("ls")
+	t.Log("\n" + out)
+	require.Regexp(t, `(?m)^cam\s+running\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+`, out)
+	require.NotContains(t, out, camErr, "a past error is not in the table")
+	out = streams("get", "cam")
+	t.Log("\n" + out)
+	require.NotContains(t, strings.SplitN(out, "\n", 3)[1], camErr)
+	require.Regexp(t, `(?m)^past error \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+, now running\): `+regexp.QuoteMeta(camErr)+`$`, out)
 }

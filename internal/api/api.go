@@ -18,12 +18,14 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
+	"github.com/vigil-video/vigil/sinks"
 )
 
 // MaxBodyBytes bounds request bodies (64 KiB: a stream spec is < 4 KiB).
@@ -41,6 +43,13 @@ type Options struct {
 	Status func(id string) (pipeline.StatusSnapshot, bool)
 	// CheckModel validates a spec's model reference; nil accepts any.
 	CheckModel func(string) error
+	// NATS, when set, returns the state of the NATS connection that the
+	// registry (and every message vigil publishes) goes through. While it
+	// is down, reads answer from Known and writes fail at once (503).
+	NATS func() sinks.NATSState
+	// Known returns the registry as vigil last read it (the streams it
+	// runs or holds stopped), for reads while NATS is down; nil: none.
+	Known func() []registry.Entry
 	// Token, when not empty, is required as "Authorization: Bearer <Token>".
 	Token string
 	// Sources, when not nil, is api.allowed_sources: a stream whose URL it
@@ -112,6 +121,18 @@ type Stream struct {
 	Status   *pipeline.StatusSnapshot `json:"status,omitempty"`
 }
 
+// StreamList is the body of GET /v1/streams.
+type StreamList struct {
+	// Streams are sorted by id.
+	Streams []Stream `json:"streams"`
+	// NATS is the state of vigil's NATS connection, which carries the
+	// registry, detections, events and alerts (absent when unknown).
+	NATS *sinks.NATSState `json:"nats,omitempty"`
+	// RegistryError is set when the registry could not be read because
+	// NATS is down: Streams are then the streams as vigil last read them.
+	RegistryError string `json:"registry_error,omitempty"`
+}
+
 // Error is the body of every error response.
 type Error struct {
 	Error string `json:"error"`
@@ -144,17 +165,29 @@ func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	es, err := s.o.Registry.List(r.Context(), func(key string, err error) {
-		s.o.Logger.Warn("skipping an invalid registry entry (fix or delete it)", zap.String("key", key), zap.Error(err))
-	})
-	if err != nil {
-		s.storeErr(w, err)
-		return
+	out := StreamList{Streams: []Stream{}}
+	var es []registry.Entry
+	if down, st := s.natsDown(); down {
+		out.NATS = &st
+		out.RegistryError = "NATS unreachable: " + downFor(st) + "; the list is the registry as vigil last read it"
+		if s.o.Known != nil {
+			es = s.o.Known()
+		}
+	} else {
+		var err error
+		es, err = s.o.Registry.List(r.Context(), func(key string, err error) {
+			s.o.Logger.Warn("skipping an invalid registry entry (fix or delete it)", zap.String("key", key), zap.Error(err))
+		})
+		if err != nil {
+			s.storeErr(w, err)
+			return
+		}
+		if s.o.NATS != nil {
+			st := s.o.NATS()
+			out.NATS = &st
+		}
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Spec.ID < es[j].Spec.ID })
-	out := struct {
-		Streams []Stream `json:"streams"`
-	}{Streams: make([]Stream, 0, len(es))}
 	for _, e := range es {
 		out.Streams = append(out.Streams, s.view(e))
 	}
@@ -167,12 +200,54 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "id", fmt.Sprintf("%q is not a valid stream id", id))
 		return
 	}
+	if down, _ := s.natsDown(); down {
+		if s.o.Known != nil {
+			for _, e := range s.o.Known() {
+				if e.Spec.ID == id {
+					writeJSON(w, http.StatusOK, s.view(e))
+					return
+				}
+			}
+		}
+		s.storeErr(w, fmt.Errorf("%w: %s", registry.ErrNotFound, id))
+		return
+	}
 	e, err := s.o.Registry.Get(r.Context(), id)
 	if err != nil {
 		s.storeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.view(e))
+}
+
+// natsDown reports whether the NATS connection (and so the registry) is
+// down, with its state.
+func (s *Server) natsDown() (bool, sinks.NATSState) {
+	if s.o.NATS == nil {
+		return false, sinks.NATSState{}
+	}
+	st := s.o.NATS()
+	return !st.Connected, st
+}
+
+// refuseWhileDown answers 503 to a change of the registry while NATS is
+// down, at once rather than after the registry's timeout; it reports
+// whether it did.
+func (s *Server) refuseWhileDown(w http.ResponseWriter) bool {
+	down, st := s.natsDown()
+	if down {
+		writeErr(w, http.StatusServiceUnavailable, "", "the stream registry is on NATS, which is unreachable ("+downFor(st)+"); nothing was changed: retry when it is back")
+	}
+	return down
+}
+
+// downFor says since when NATS is down, e.g. "disconnected since
+// 10:01:02 UTC, 12 s".
+func downFor(st sinks.NATSState) string {
+	if st.DownSince.IsZero() {
+		return "disconnected"
+	}
+	return fmt.Sprintf("disconnected since %s, %d s", st.DownSince.UTC().Format("15:04:05 MST"), int(time.Since(st.DownSince).Seconds()))
 }
 
 // readBody reads a bounded JSON body; it writes the error response itself.
@@ -284,6 +359,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !s.allowed(w, sp) {
 		return
 	}
+	if s.refuseWhileDown(w) {
+		return
+	}
 	rev, err := s.o.Registry.Create(r.Context(), sp)
 	if err != nil {
 		s.storeErr(w, err)
@@ -318,6 +396,9 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusBadRequest, k, k+": unknown field")
 			return
 		}
+	}
+	if s.refuseWhileDown(w) {
+		return
 	}
 	cur, err := s.o.Registry.Get(r.Context(), id)
 	if err != nil {
@@ -393,6 +474,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !registry.ValidID(id) {
 		writeErr(w, http.StatusBadRequest, "id", fmt.Sprintf("%q is not a valid stream id", id))
+		return
+	}
+	if s.refuseWhileDown(w) {
 		return
 	}
 	if err := s.o.Registry.Delete(r.Context(), id); err != nil {

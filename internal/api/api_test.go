@@ -28,6 +28,7 @@ import (
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
+	"github.com/vigil-video/vigil/sinks"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -119,7 +120,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		} `json:"components"`
 	}
 	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
-	for schema, typ := range map[string]reflect.Type{"Status": reflect.TypeOf(pipeline.StatusSnapshot{}), "StreamSpec": reflect.TypeOf(registry.Spec{})} {
+	for schema, typ := range map[string]reflect.Type{"Status": reflect.TypeOf(pipeline.StatusSnapshot{}), "StreamSpec": reflect.TypeOf(registry.Spec{}),
+		"StreamList": reflect.TypeOf(api.StreamList{}), "NATSState": reflect.TypeOf(sinks.NATSState{})} {
 		var fields, documented []string
 		for i := 0; i < typ.NumField(); i++ {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")

@@ -680,7 +680,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 				"credentials included; set nats.token_file", zap.String("listen", c.NATS.Listen))
 		}
 	}
-	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix, Logger: log.Named("nats")})
+	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix,
+		Metrics: sinks.NewNATSMetrics(reg), Logger: log.Named("nats")})
 	if err != nil {
 		return err
 	}
@@ -717,12 +718,12 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	}
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, faults: decode.NewMetrics(reg), stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
-		decoders:   newDecodePlacer(&c, len(devices)),
+		decoders: newDecodePlacer(&c, len(devices)), known: map[string]registry.Entry{},
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
-			Logger: log.Named("api")}).Handler()
+			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries}).Handler()
 		addr, stop, err := serveHTTP(c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
@@ -790,7 +791,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					pipeline.WriteProgress(progress, stats.Snapshot())
+					writeProgress(progress, stats.Snapshot(), sink.State(), time.Now())
 				}
 			}
 		}()
@@ -837,6 +838,42 @@ func boundAsConfigured(field, listen, bound string) error {
 		return badInput(fmt.Errorf("%s %s: bound to %s, which is not a loopback address", field, listen, bound))
 	}
 	return nil
+}
+
+// writeProgress writes the progress lines (pipeline.WriteProgress) and,
+// while NATS is down, one more line saying so: how long, what the client
+// holds and what was lost, e.g.
+//
+//	NATS             down 12 s: 288 messages (310 KiB of 8.0 MiB) held in the reconnect buffer, sent when it is back, lost if it fills or vigil stops; undelivered 0
+func writeProgress(w io.Writer, snaps []pipeline.StreamSnapshot, st sinks.NATSState, now time.Time) {
+	held := ""
+	if !st.Connected {
+		held = "NATS down " + roughDuration(now.Sub(st.DownSince))
+	}
+	pipeline.WriteProgress(w, snaps, held)
+	if !st.Connected {
+		fmt.Fprintf(w, "%-16s down %s: %d messages (%s of %s) held in the reconnect buffer, sent when it is back, lost if it fills or vigil stops; undelivered %d\n",
+			"NATS", roughDuration(now.Sub(st.DownSince)), st.HeldMessages, humanBytes(st.HeldBytes), humanBytes(st.BufferLimitBytes), st.Undelivered)
+	}
+}
+
+// humanBytes writes b as "310 KiB" or "8.0 MiB".
+func humanBytes(b int) string {
+	if b < 1<<20 {
+		return strconv.Itoa((b+1023)/1024) + " KiB"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
+}
+
+// roughDuration writes d for a person: "12 s", "4 min", "3.5 h".
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < 2*time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + " s"
+	case d < 2*time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + " min"
+	}
+	return strconv.FormatFloat(d.Hours(), 'f', 1, 64) + " h"
 }
 
 // serveHTTP listens on addr and serves h (over TLS when cert and key are

@@ -48,9 +48,12 @@ const (
 // Doctor is `vigil doctor`: it scrapes a running vigil's metrics twice,
 // Window apart, and writes a health report: GPU utilisation (above 70 %, not
 // under 30 %), GPU memory use (under 80 %), the engine-time tail (P99 under
-// 3× the mean), queue delay (mean under 5 ms) and the host↔device copy share
-// (under 15 % of batch time). Each line gives the measured value, the
-// threshold and the direction to take. It returns the checks.
+// 3× the mean), queue delay (mean under 5 ms), the host↔device copy share
+// (under 15 % of batch time), frames dropped (under 20 %), the NATS
+// connection (connected, nothing undelivered), how many streams run, and
+// one line for each stream that does not run (vigil_stream_state at the
+// second scrape). Each line gives the measured value, the threshold and the
+// direction to take. It returns the checks.
 func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error) {
 	if o.Window <= 0 {
 		o.Window = 10 * time.Second
@@ -68,7 +71,8 @@ func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error
 	if err != nil {
 		return nil, err
 	}
-	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b)}
+	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b), natsCheck(a, b)}
+	checks = append(checks, streamChecks(b)...)
 	fmt.Fprintf(out, "vigil doctor: %s over %s\n", redact.URL(o.URL), o.Window)
 	for _, c := range checks {
 		status := "ok  "
@@ -338,4 +342,121 @@ func copyCheck(a, b families) Check {
 	c.OK = share < copyShareMax
 	c.Advice = "larger batches amortise less here: copies scale with frames; decode on the GPU (NVDEC) to drop the frame upload, or use a model with smaller outputs"
 	return c
+}
+
+// natsCheck: vigil's NATS connection at the second scrape, and what it
+// could not deliver or had to reconnect for in the window.
+func natsCheck(a, b families) Check {
+	c := Check{Name: "NATS connection", Threshold: "connected, 0 undelivered"}
+	up := gauges(b, "vigil_nats_connected")
+	if len(up) == 0 {
+		c.Advice = "no vigil_nats_connected: not a vigil run, or one older than this doctor"
+		return c
+	}
+	undelivered := counterTotal(b, "vigil_nats_undelivered_messages_total") - counterTotal(a, "vigil_nats_undelivered_messages_total")
+	reconnects := counterTotal(b, "vigil_nats_reconnects_total") - counterTotal(a, "vigil_nats_reconnects_total")
+	if up[0] != 1 {
+		held, bytes, limit := sum(gauges(b, "vigil_nats_reconnect_buffer_messages")), sum(gauges(b, "vigil_nats_reconnect_buffer_bytes")), sum(gauges(b, "vigil_nats_reconnect_buffer_limit_bytes"))
+		c.Measured = fmt.Sprintf("down, %.0f held (%s of %s)", held, humanBytes(int(bytes)), humanBytes(int(limit)))
+		if undelivered > 0 {
+			c.Measured += fmt.Sprintf(", %.0f undelivered", undelivered)
+		}
+		c.Advice = "vigil cannot reach NATS (nats.url): detections, events and alerts are held in the client's reconnect buffer and sent when it is back, lost if it fills (vigil_nats_undelivered_messages_total, reason buffer_full) or vigil stops first; the registry cannot be changed meanwhile. Check the NATS server and the network to it"
+		return c
+	}
+	c.Measured = "connected"
+	switch {
+	case undelivered > 0:
+		c.Measured = fmt.Sprintf("connected, %.0f undelivered", undelivered)
+		c.Advice = "messages were lost in the window: see vigil_nats_undelivered_messages_total by reason (buffer_full: an outage outlasted the reconnect buffer)"
+	case reconnects > 0:
+		c.Measured = fmt.Sprintf("connected, %.0f reconnects", reconnects)
+		c.Advice = "the connection to NATS dropped in the window: messages published meanwhile were held and sent on reconnect; check the server's and the network's stability"
+	default:
+		c.OK = true
+	}
+	return c
+}
+
+func sum(v []float64) float64 {
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t
+}
+
+// streamAdvice is the direction to take for a stream in each state but
+// running; %[1]s is the stream id.
+var streamAdvice = map[string]string{
+	"starting": "waiting for its first frame (up to open_timeout, 60 s by default); if it stays, the source is slow or unreachable: vigil streams get %[1]s",
+	"reconnecting": "vigil cannot read its source (camera off or unreachable, wrong URL or credentials, a stall) and retries with backoff up to 30 s: " +
+		"vigil streams get %[1]s shows the error",
+	"failed": "it will not retry (a file's error, a model that does not load, a panic): vigil streams get %[1]s shows the cause; " +
+		"fix it, then change the stream (vigil streams set %[1]s) or restart vigil",
+	"stopped": "registered and enabled but not running: usually a file that reached its end (loop: true replays it; vigil streams rm %[1]s if it is done); vigil streams get %[1]s says why",
+	"":        "not running (vigil_stream_up 0): vigil streams get %[1]s says why",
+}
+
+// streamChecks: how many streams run, then one line per stream that does
+// not, from vigil_stream_state (or, for a vigil without it,
+// vigil_stream_up) at the second scrape.
+func streamChecks(f families) []Check {
+	state := map[string]string{} // stream -> state; "" when only up is known
+	if mf := f["vigil_stream_up"]; mf != nil {
+		for _, m := range mf.Metric {
+			st := ""
+			if m.GetGauge().GetValue() == 1 {
+				st = "running"
+			}
+			state[label(m, "stream")] = st
+		}
+	}
+	if mf := f["vigil_stream_state"]; mf != nil {
+		for _, m := range mf.Metric {
+			if m.GetGauge().GetValue() == 1 {
+				state[label(m, "stream")] = label(m, "state")
+			}
+		}
+	}
+	total := Check{Name: "streams running", Threshold: "all"}
+	if len(state) == 0 {
+		total.Advice = "no stream: vigil streams add, or streams in the config"
+		return []Check{total}
+	}
+	ids := make([]string, 0, len(state))
+	for id := range state {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var down []Check
+	for _, id := range ids {
+		st := state[id]
+		if st == "running" {
+			continue
+		}
+		measured := st
+		if st == "" {
+			measured = "not running"
+		}
+		advice, ok := streamAdvice[st]
+		if !ok {
+			advice = streamAdvice[""]
+		}
+		down = append(down, Check{Name: "stream " + id, Measured: measured, Threshold: "running", Advice: fmt.Sprintf(advice, id)})
+	}
+	total.Measured = fmt.Sprintf("%d of %d", len(ids)-len(down), len(ids))
+	total.OK = len(down) == 0
+	total.Advice = "see the lines below"
+	return append([]Check{total}, down...)
+}
+
+// label returns the value of a series' label name ("" if absent).
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -66,7 +67,7 @@ func TestCorruptFramesEndToEnd(t *testing.T) {
 	// The file ends; every frame it decoded is then published (no drops:
 	// no budget, a queue longer than the file).
 	var decoded float64
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, func() bool {
 		decoded = metricValue(t, v, `vigil_frames_decoded_total{stream="bad"}`)
 		mu.Lock()
 		defer mu.Unlock()

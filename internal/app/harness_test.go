@@ -30,7 +30,10 @@ type vigil struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *lockedWriter
-	nc     *nats.Conn
+	// progress receives the progress lines (pipeline.progress_interval,
+	// off unless the body sets it).
+	progress *lockedWriter
+	nc       *nats.Conn
 }
 
 // startVigil runs app.Run with the given config body (YAML; data_dir, and
@@ -49,12 +52,12 @@ func startVigil(t *testing.T, dataDir, body string) *vigil {
 	}
 	c, err := config.Parse([]byte(cfg), "test.yaml")
 	require.NoError(t, err)
-	v := &vigil{t: t, done: make(chan error, 1), logs: &lockedWriter{w: new(bytes.Buffer)}}
+	v := &vigil{t: t, done: make(chan error, 1), logs: &lockedWriter{w: new(bytes.Buffer)}, progress: &lockedWriter{w: new(bytes.Buffer)}}
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(v.logs), zap.DebugLevel))
 	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
 	ready := make(chan app.Endpoints, 1)
-	go func() { v.done <- app.Run(ctx, c, log, nil, func(ep app.Endpoints) { ready <- ep }) }()
+	go func() { v.done <- app.Run(ctx, c, log, v.progress, func(ep app.Endpoints) { ready <- ep }) }()
 	select {
 	case v.ep = <-ready:
 	case err := <-v.done:

@@ -47,8 +47,9 @@ type service struct {
 	decoders *pipeline.Placer
 
 	mu         sync.Mutex
-	priorities map[string]string // stream id -> priority, for degradation
-	degraded   map[string]bool   // streams switched to their degraded rate
+	known      map[string]registry.Entry // the registry as last read, for the API while NATS is down
+	priorities map[string]string         // stream id -> priority, for degradation
+	degraded   map[string]bool           // streams switched to their degraded rate
 	gov        *pipeline.Governor
 }
 
@@ -57,6 +58,7 @@ type service struct {
 func (s *service) reconcile(ch registry.Change) {
 	if ch.Spec == nil {
 		s.mu.Lock()
+		delete(s.known, ch.ID)
 		delete(s.priorities, ch.ID)
 		delete(s.degraded, ch.ID)
 		s.mu.Unlock()
@@ -71,6 +73,7 @@ func (s *service) reconcile(ch registry.Change) {
 	}
 	sp := *ch.Spec
 	s.mu.Lock()
+	s.known[sp.ID] = registry.Entry{Spec: sp, Revision: ch.Revision}
 	s.priorities[sp.ID] = sp.Priority
 	s.mu.Unlock()
 	version, _ := json.Marshal(sp) // changes exactly when the spec does
@@ -85,6 +88,18 @@ func (s *service) reconcile(ch registry.Change) {
 		return
 	}
 	s.start(sp, string(version))
+}
+
+// knownEntries returns the registry as the service last read it (every
+// stream it runs or holds disabled), for the API while NATS is down.
+func (s *service) knownEntries() []registry.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]registry.Entry, 0, len(s.known))
+	for _, e := range s.known {
+		out = append(out, e)
+	}
+	return out
 }
 
 // unplace frees a stream's device and rebalances.
@@ -157,6 +172,8 @@ func (s *service) start(sp registry.Spec, version string) {
 		cfg, err := s.build(sp, dev, nvdec)
 		if err != nil {
 			s.log.Error("stream cannot start", zap.String("stream", sp.ID), zap.Error(err))
+			// RunStream never runs, so the metrics must say it here.
+			s.metrics.SetState(sp.ID, pipeline.StateFailed)
 		}
 		return cfg, err
 	}

@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/redact"
+	"github.com/vigil-video/vigil/pipeline"
 )
 
 // Client calls a running vigil's REST API (the `vigil streams` commands).
@@ -109,7 +111,8 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 
 // PrintStreams writes streams as a table (format "table") or as JSON
 // ("json", the API's own objects: an array when list is true, else the
-// single object).
+// single object). A single stream's table is followed by its past error,
+// if it has one, with its time (the table shows only a current error).
 func PrintStreams(w io.Writer, format string, streams []api.Stream, list bool) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
@@ -123,34 +126,127 @@ func PrintStreams(w io.Writer, format string, streams []api.Stream, list bool) e
 		return enc.Encode(streams)
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tFPS IN\tFPS OUT\tRESOLUTION\tCODEC\tRECONNECTS\tMODEL\tURL\tLAST ERROR")
-	for _, s := range streams {
-		st := s.Status
-		state, res, codec, fin, fout, rc, lastErr := "-", "-", "-", "-", "-", "-", ""
-		if !s.IsEnabled() {
-			state = "disabled"
+	for i, c := range streamColumns {
+		if i > 0 {
+			fmt.Fprint(tw, "\t")
 		}
-		if st != nil {
-			state = string(st.State)
-			if st.Width > 0 {
-				res = fmt.Sprintf("%dx%d", st.Width, st.Height)
-			}
-			if st.Codec != "" {
-				codec = st.Codec
-			}
-			fin, fout, rc = fmt.Sprintf("%.1f", st.FPSIn), fmt.Sprintf("%.1f", st.FPSOut), fmt.Sprint(st.Reconnects)
-			lastErr = st.LastError
-			if len(lastErr) > 60 {
-				lastErr = lastErr[:57] + "..."
-			}
-		}
-		model := s.Model
-		if model == "" {
-			model = "(default)"
-		}
-		// The API redacts the URL already; a server of another version
-		// might not.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, fin, fout, res, codec, rc, model, redact.URL(s.URL), lastErr)
+		fmt.Fprint(tw, c.head)
 	}
-	return tw.Flush()
+	fmt.Fprintln(tw)
+	for _, s := range streams {
+		for i, c := range streamColumns {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c.value(s, s.Status))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if list || len(streams) != 1 {
+		return nil
+	}
+	if st := streams[0].Status; st != nil && st.LastError != "" && st.CurrentError() == "" {
+		_, err := fmt.Fprintf(w, "past error (%s, now %s): %s\n", st.LastErrorTime.Local().Format("2006-01-02 15:04:05 MST"), st.State, oneLineSpaces(st.LastError))
+		return err
+	}
+	return nil
+}
+
+// PrintStreamList writes the answer of GET /v1/streams: as a table
+// (PrintStreams) preceded, while NATS is down, by a line saying so and
+// what the client holds; as JSON, the array of streams (the API's
+// /v1/streams has the connection's state too).
+func PrintStreamList(w io.Writer, format string, l api.StreamList, now time.Time) error {
+	if format == "table" && l.NATS != nil && !l.NATS.Connected {
+		n := l.NATS
+		fmt.Fprintf(w, "NATS is down (for %s): %d messages (%s of %s) held in the reconnect buffer, sent when it is back, lost if it fills or vigil stops; %d undelivered since start\n",
+			roughDuration(now.Sub(n.DownSince)), n.HeldMessages, humanBytes(n.HeldBytes), humanBytes(n.BufferLimitBytes), n.Undelivered)
+		if l.RegistryError != "" {
+			fmt.Fprintf(w, "registry unreachable: streams as vigil last read them\n")
+		}
+	}
+	return PrintStreams(w, format, l.Streams, true)
+}
+
+// streamColumn is one column of the streams table: its heading and its
+// value for a stream (st is nil when vigil has no status for it).
+type streamColumn struct {
+	head  string
+	value func(s api.Stream, st *pipeline.StatusSnapshot) string
+}
+
+// streamColumns are the streams table's columns, in order. ERROR comes
+// last so that a long error neither truncates nor misaligns the others.
+var streamColumns = []streamColumn{
+	{"ID", func(s api.Stream, _ *pipeline.StatusSnapshot) string { return s.ID }},
+	{"STATE", func(s api.Stream, st *pipeline.StatusSnapshot) string {
+		switch {
+		case st != nil:
+			return string(st.State)
+		case !s.IsEnabled():
+			return "disabled"
+		}
+		return "-"
+	}},
+	{"FPS IN", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSIn) })},
+	{"FPS OUT", statusValue(func(st *pipeline.StatusSnapshot) string {
+		if st.FPSBuffered > 0 {
+			return fmt.Sprintf("%.1f (%.1f buffered)", st.FPSOut, st.FPSBuffered)
+		}
+		return fmt.Sprintf("%.1f", st.FPSOut)
+	})},
+	// Faults only (vigil_frames_dropped_total); frames skipped by policy
+	// get a column of their own next to it.
+	{"FPS DROP", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSDropped) })},
+	{"RESOLUTION", statusValue(func(st *pipeline.StatusSnapshot) string {
+		if st.Width == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%dx%d", st.Width, st.Height)
+	})},
+	{"CODEC", statusValue(func(st *pipeline.StatusSnapshot) string { return orDash(st.Codec) })},
+	{"RECONNECTS", statusValue(func(st *pipeline.StatusSnapshot) string { return strconv.Itoa(st.Reconnects) })},
+	{"MODEL", func(s api.Stream, _ *pipeline.StatusSnapshot) string {
+		if s.Model == "" {
+			return "(default)"
+		}
+		return s.Model
+	}},
+	// The API redacts the URL already; a server of another version might
+	// not.
+	{"URL", func(s api.Stream, _ *pipeline.StatusSnapshot) string { return redact.URL(s.URL) }},
+	// Only while it is why the stream is not running, and whole: the
+	// cause is often at its end.
+	{"ERROR", func(_ api.Stream, st *pipeline.StatusSnapshot) string {
+		if st == nil {
+			return ""
+		}
+		return oneLineSpaces(st.CurrentError())
+	}},
+}
+
+// statusValue is a column that shows "-" without a status.
+func statusValue(f func(*pipeline.StatusSnapshot) string) func(api.Stream, *pipeline.StatusSnapshot) string {
+	return func(_ api.Stream, st *pipeline.StatusSnapshot) string {
+		if st == nil {
+			return "-"
+		}
+		return f(st)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLineSpaces joins the lines of s with spaces, so that a table row
+// stays one line.
+func oneLineSpaces(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\t", " ")), " ")
 }
