@@ -48,7 +48,8 @@ type Options struct {
 	// Realtime paces a file at its native frame rate (by DTS), as a camera
 	// would deliver it. Network inputs are always paced by the sender.
 	Realtime bool
-	// Loop restarts a file at its end; PTS keeps increasing across loops.
+	// Loop restarts a file at its end; PTS keeps increasing across loops
+	// (see Frame.PTS).
 	Loop bool
 	// OpenTimeout bounds everything up to the first decoded frame: opening
 	// the input, probing its streams (avformat_open_input +
@@ -57,9 +58,11 @@ type Options struct {
 	// off.
 	OpenTimeout time.Duration
 	// StallTimeout bounds the wait for one packet (av_read_frame) once
-	// frames flow; default 10 s. A stream that stalls for longer fails with
-	// ErrTimeout. FFmpeg's own socket timeouts are not used: in FFmpeg 5.1
-	// they fire late or never on RTSP; the watchdog enforces this one.
+	// frames flow, and a real-time file's wait for its next packet's time
+	// (the larger of StallTimeout and StallIntervals frame intervals);
+	// default 10 s. A stream that stalls for longer fails with ErrTimeout.
+	// FFmpeg's own socket timeouts are not used: in FFmpeg 5.1 they fire
+	// late or never on RTSP; the watchdog enforces this one.
 	StallTimeout time.Duration
 	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose the
 	// count, and for live and Realtime sources also limits the decoder to
@@ -111,11 +114,11 @@ type Source struct {
 	kind Kind
 	path string // what FFmpeg opens
 
-	seq       uint64  // next frame sequence number, kept across Runs
-	ptsOffset float64 // added to PTS after each loop
-	opens     int     // successful opens, for logging
-	info      atomic.Pointer[Info]
-	hwOff     bool // NVDEC failed for this stream under HWAuto: decode on the CPU
+	seq   uint64   // next frame sequence number, kept across Runs
+	tl    timeline // the published PTS, kept across Runs and loops
+	opens int      // successful opens, for logging
+	info  atomic.Pointer[Info]
+	hwOff bool // NVDEC failed for this stream under HWAuto: decode on the CPU
 
 	logs   *logSink // this input's FFmpeg lines
 	token  uintptr  // tags this input's FFmpeg contexts (logRouter)
@@ -194,6 +197,10 @@ func (s *Source) Info() *Info { return s.info.Load() }
 // Run implements pipeline.Source. It returns io.EOF when a non-looping file
 // ends, ctx.Err() when ctx ends, and otherwise an error naming the
 // (redacted) URL and the failing FFmpeg step.
+//
+// Frame.PTS never goes back across calls: the first frame of a later Run
+// (the caller's reconnect) continues the previous Run's timeline and
+// carries Frame.Discontinuity (see timeline.next).
 func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
 	err := s.run(ctx, emit)
 	if ctx.Err() != nil || s.kind == KindFile {
@@ -204,7 +211,7 @@ func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
 
 func (s *Source) run(ctx context.Context, emit func(*pipeline.Frame)) error {
 	for {
-		end, err := s.runOnce(ctx, emit)
+		err := s.runOnce(ctx, emit)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -217,7 +224,7 @@ func (s *Source) run(ctx context.Context, emit func(*pipeline.Frame)) error {
 		if !s.o.Loop || s.kind != KindFile {
 			return io.EOF
 		}
-		s.ptsOffset += end // end is relative to this open
+		s.tl.seamless = true // a loop, not a new timeline
 	}
 }
 
@@ -277,12 +284,11 @@ func (w *watchdog) ffErr(ctx context.Context, step string, err error, limit time
 	return fmt.Errorf("%s: %w", step, err)
 }
 
-// runOnce opens the input, decodes it to its end and closes it. It returns
-// the PTS (s) just past the last frame, for looping.
-func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float64, error) {
+// runOnce opens the input, decodes it to its end and closes it.
+func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error {
 	fc := astiav.AllocFormatContext()
 	if fc == nil {
-		return 0, errors.New("avformat_alloc_context failed")
+		return errors.New("avformat_alloc_context failed")
 	}
 	// The interrupter must stay referenced while fc lives: FFmpeg holds a
 	// pointer into it.
@@ -314,29 +320,29 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	wd.armAt(openDeadline)
 	if err := fc.OpenInput(s.path, nil, opts); err != nil {
 		fc.Free() // avformat_open_input freed and nulled the context; Free(NULL) is a no-op
-		return 0, wd.ffErr(ctx, "open", err, s.o.OpenTimeout)
+		return wd.ffErr(ctx, "open", err, s.o.OpenTimeout)
 	}
 	defer fc.CloseInput()
 	if err := fc.FindStreamInfo(nil); err != nil {
-		return 0, wd.ffErr(ctx, "probe streams", err, s.o.OpenTimeout)
+		return wd.ffErr(ctx, "probe streams", err, s.o.OpenTimeout)
 	}
 
 	st := bestVideoStream(fc)
 	if st == nil {
-		return 0, ErrNoVideo
+		return ErrNoVideo
 	}
 	cp := st.CodecParameters()
 	codec := astiav.FindDecoder(cp.CodecID())
 	if codec == nil {
-		return 0, fmt.Errorf("%w for codec %s", ErrNoDecoder, cp.CodecID())
+		return fmt.Errorf("%w for codec %s", ErrNoDecoder, cp.CodecID())
 	}
 	cc := astiav.AllocCodecContext(codec)
 	if cc == nil {
-		return 0, errors.New("avcodec_alloc_context3 failed")
+		return errors.New("avcodec_alloc_context3 failed")
 	}
 	defer cc.Free()
 	if err := cc.FromCodecParameters(cp); err != nil {
-		return 0, fmt.Errorf("codec parameters: %w", err)
+		return fmt.Errorf("codec parameters: %w", err)
 	}
 	cc.SetThreadCount(s.o.Threads)
 	if s.o.Threads == 0 && (s.o.Realtime || s.kind != KindFile) {
@@ -359,7 +365,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		dev, err := setupNVDEC(cc, codec, s.o.HWDevice)
 		if err != nil {
 			if s.o.HWAccel == HWCUDA {
-				return 0, fmt.Errorf("decode.hwaccel cuda: %w", err)
+				return fmt.Errorf("decode.hwaccel cuda: %w", err)
 			}
 			s.noNVDEC(err)
 		} else {
@@ -378,9 +384,9 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	if err := cc.Open(codec, nil); err != nil {
 		if hw && s.o.HWAccel == HWAuto {
 			s.noNVDEC(err)
-			return 0, errRetrySoftware
+			return errRetrySoftware
 		}
-		return 0, fmt.Errorf("open decoder %s: %w", codec.Name(), err)
+		return fmt.Errorf("open decoder %s: %w", codec.Name(), err)
 	}
 	fps := st.AvgFrameRate().Float64()
 	if math.IsNaN(fps) || math.IsInf(fps, 0) {
@@ -401,6 +407,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 	if fps > 0 {
 		d.frameDur = 1 / fps
 	}
+	d.clk = clock{tb: d.tb, nominal: d.frameDur, live: s.kind != KindFile}
 	defer d.pkt.Free()
 	defer d.frame.Free()
 	defer func() { s.noteRate(d.bytes, d.firstRead, d.lastRead) }()
@@ -411,7 +418,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		// A looping file never ends, and reads from FFmpeg's buffer do not
 		// always reach the interrupt callback: look at ctx every packet.
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return err
 		}
 		// Until the first frame the open deadline still runs; then each
 		// packet must come within the stall timeout.
@@ -424,11 +431,12 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		}
 		err := fc.ReadFrame(d.pkt)
 		wd.disarm()
+		read := time.Now()
 		if errors.Is(err, astiav.ErrEof) {
 			if s.o.Loop && s.kind == KindFile && d.frames > 0 {
 				if !d.looped { // the first pass: was the file whole?
 					if err := d.checkComplete(fc, st); err != nil {
-						return 0, err
+						return err
 					}
 				}
 				if d.rewind(fc, st) {
@@ -442,7 +450,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 			if d.frames == 0 {
 				step = "waiting for the first frame"
 			}
-			return 0, wd.ffErr(ctx, step, err, limit)
+			return wd.ffErr(ctx, step, err, limit)
 		}
 		if d.pkt.StreamIndex() != st.Index() {
 			d.pkt.Unref()
@@ -460,11 +468,13 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		}
 		d.lastCorrupt = d.pkt.Flags().Has(astiav.PacketFlagCorrupt)
 		d.pkts++
-		d.shiftLoop()
+		d.startPass()
+		d.clk.packet(d.pkt, read, s.o.StallTimeout, s.o.Logger)
 		if s.o.Realtime && s.kind == KindFile {
-			if err := pace.wait(ctx, d.pktTime()); err != nil {
+			// Never wait longer than a live stream's packet may take.
+			if err := pace.wait(ctx, d.pktTime(), d.clk.stallLimit(s.o.StallTimeout)); err != nil {
 				d.pkt.Unref()
-				return 0, err
+				return err
 			}
 		}
 		arrival := time.Now()
@@ -476,7 +486,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 		if err != nil && !errors.Is(err, astiav.ErrEagain) {
 			if hw && d.frames == 0 && decodeErrs >= 2 && s.o.HWAccel == HWAuto {
 				s.noNVDEC(fmt.Errorf("NVDEC failed on the first packets: %w", err))
-				return 0, errRetrySoftware
+				return errRetrySoftware
 			}
 			// A corrupt packet: FFmpeg conceals what it can; count and go on.
 			decodeErrs++
@@ -495,9 +505,9 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 			}
 			if hw && d.frames == 0 && s.o.HWAccel == HWAuto {
 				s.noNVDEC(err)
-				return 0, errRetrySoftware
+				return errRetrySoftware
 			}
-			return 0, err
+			return err
 		}
 	}
 	// Drain the decoder's delayed frames (B-frame reordering, threads).
@@ -508,20 +518,20 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) (float
 				break
 			}
 			if !errors.Is(err, astiav.ErrInvaliddata) {
-				return 0, err
+				return err
 			}
 			decodeErrs++
 		}
 	}
 	if s.kind == KindFile {
 		if err := d.checkComplete(fc, st); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if d.frames == 0 {
-		return 0, fmt.Errorf("no frame could be decoded (%d decode errors)", decodeErrs)
+		return fmt.Errorf("no frame could be decoded (%d decode errors)", decodeErrs)
 	}
-	return d.lastPTS + d.frameDur, nil
+	return nil
 }
 
 // bestVideoStream picks the video stream with the most pixels, skipping
@@ -554,22 +564,22 @@ type decoder struct {
 	frame    *astiav.Frame
 	pkts     int // video packets read
 	frames   int
-	lastPTS  float64
-	firstPTS float64
-	hasFirst bool
+	// clk shifts packet timestamps onto one continuous timeline, across
+	// discontinuities and a looping file's passes.
+	clk clock
+	// lastPTS and firstPTS are the last and first frame's time (s) on the
+	// clock's timeline; base maps it to the published one (Frame.PTS =
+	// time + base), set by the first frame.
+	lastPTS, firstPTS, base float64
+	hasFirst                bool
 	// lastCorrupt: the last video packet read carried AV_PKT_FLAG_CORRUPT.
 	lastCorrupt bool
 
-	// Looping without reopening (rewind): packet timestamps of pass k are
-	// shifted by loopOff (stream time base), the sum of the earlier passes'
-	// lengths, so the decoder and the pacer see one continuous stream.
-	looped           bool
-	loopOff          int64
-	passMin, passEnd int64 // this pass's smallest timestamp and largest timestamp+duration, unshifted
-	passSeen         bool
-	// startDTS is the first pass's first packet's DTS (hasStart), where
-	// rewind seeks: containers that seek by DTS (MPEG-TS) would land on a
-	// packet before the first keyframe if asked for the first PTS.
+	// Looping without reopening (rewind). startDTS is the first pass's
+	// first packet's DTS (hasStart), where rewind seeks: containers that
+	// seek by DTS (MPEG-TS) would land on a packet before the first
+	// keyframe if asked for the first PTS.
+	looped   bool
 	startDTS int64
 	hasStart bool
 	rewound  bool // the next packet is the first of a new pass
@@ -586,51 +596,24 @@ type decoder struct {
 	arrivals map[int64]time.Time
 }
 
-// shiftLoop records the current packet's timestamps for this pass and
-// shifts them by loopOff.
-func (d *decoder) shiftLoop() {
-	pts, dts := d.pkt.Pts(), d.pkt.Dts()
+// startPass records where the first pass starts, for rewind.
+func (d *decoder) startPass() {
 	if !d.hasStart && !d.looped {
-		d.startDTS, d.hasStart = dts, true
-		if dts == astiav.NoPtsValue {
-			d.startDTS = pts
+		d.startDTS, d.hasStart = d.pkt.Dts(), true
+		if d.startDTS == astiav.NoPtsValue {
+			d.startDTS = d.pkt.Pts()
 		}
-	}
-	ts := pts
-	if ts == astiav.NoPtsValue {
-		ts = dts // AVI and raw streams often give only DTS
-	}
-	if ts != astiav.NoPtsValue {
-		dur := d.pkt.Duration()
-		if dur <= 0 && d.frameDur > 0 && d.tb > 0 {
-			dur = int64(math.Round(d.frameDur / d.tb))
-		}
-		if !d.passSeen || ts < d.passMin {
-			d.passMin = ts
-		}
-		if !d.passSeen || ts+dur > d.passEnd {
-			d.passEnd = ts + dur
-		}
-		d.passSeen = true
-	}
-	if d.loopOff == 0 {
-		return
-	}
-	if pts != astiav.NoPtsValue {
-		d.pkt.SetPts(pts + d.loopOff)
-	}
-	if dts != astiav.NoPtsValue {
-		d.pkt.SetDts(dts + d.loopOff)
 	}
 }
 
 // rewind seeks a looping file back to its start without closing the
 // decoder, as a camera's stream would continue: no reopen (an NVDEC
 // decoder takes tens of ms to create) and no drained burst of buffered
-// frames at every pass. It reports false when the input cannot seek (the
-// caller then drains and reopens, as before).
+// frames at every pass. The clock shifts the next pass to follow this one.
+// It reports false when the input cannot seek (the caller then drains and
+// reopens, as before).
 func (d *decoder) rewind(fc *astiav.FormatContext, st *astiav.Stream) bool {
-	if !d.passSeen || d.passEnd <= d.passMin {
+	if !d.clk.passSeen || d.clk.passEnd <= d.clk.passMin {
 		return false
 	}
 	start := d.startDTS
@@ -644,8 +627,8 @@ func (d *decoder) rewind(fc *astiav.FormatContext, st *astiav.Stream) bool {
 		d.s.o.Logger.Debug("cannot rewind for looping; reopening", zap.Error(err))
 		return false
 	}
-	d.loopOff += d.passEnd - d.passMin
-	d.looped, d.passSeen, d.rewound = true, false, true
+	d.clk.rebase = true
+	d.looped, d.rewound = true, true
 	return true
 }
 
@@ -767,7 +750,7 @@ func (d *decoder) receive(arrival time.Time) error {
 		}
 		corrupt := d.corruptFrame(ts)
 		arrival := d.arrivalOf(ts, arrival)
-		pts := d.framePTS()
+		pts, disc := d.framePTS(ts, arrival)
 		pic := &Picture{cs: d.cc.ColorSpace()}
 		if d.hw != nil && d.frame.PixelFormat() == astiav.PixelFormatCuda {
 			pic.f, pic.sem, err = d.hw.copy(d.ctx, d.frame)
@@ -780,46 +763,48 @@ func (d *decoder) receive(arrival time.Time) error {
 			return err
 		}
 		f := &pipeline.Frame{
-			StreamID: d.s.o.StreamID,
-			Seq:      d.s.seq,
-			PTS:      pts + d.s.ptsOffset,
-			Keyframe: key,
-			Corrupt:  corrupt,
-			Arrival:  arrival,
-			Decoded:  time.Now(),
-			Image:    pic,
+			StreamID:      d.s.o.StreamID,
+			Seq:           d.s.seq,
+			PTS:           pts,
+			Discontinuity: disc,
+			Keyframe:      key,
+			Corrupt:       corrupt,
+			Arrival:       arrival,
+			Decoded:       time.Now(),
+			Image:         pic,
 		}
 		if corrupt {
 			d.s.faults.corruptFrame()
 		}
+		d.s.tl = timeline{last: pts, arrival: arrival, step: d.clk.interval(), has: true}
 		d.s.seq++
 		d.frames++
 		d.emit(f)
 	}
 }
 
-// framePTS converts the frame's PTS to seconds relative to the first frame
-// of this open; frames without one extrapolate from the previous frame.
-func (d *decoder) framePTS() float64 {
-	ts := d.frame.Pts()
-	if ts == astiav.NoPtsValue {
-		ts = d.frame.PktDts()
+// framePTS returns the published PTS (s) of the frame with timestamp ts
+// (shifted by the clock; NoPtsValue extrapolates one frame from the
+// previous frame) and whether the frame starts a new timeline: the first
+// frame after a discontinuity the clock found, or the first frame of a
+// reconnect (see timeline.next).
+func (d *decoder) framePTS(ts int64, arrival time.Time) (float64, bool) {
+	disc := false
+	var t float64
+	switch {
+	case ts != astiav.NoPtsValue:
+		t = float64(ts) * d.tb
+		disc = d.clk.starts(ts)
+	case d.frames > 0:
+		t = d.lastPTS + d.frameDur
 	}
-	var pts float64
-	if ts == astiav.NoPtsValue {
-		pts = d.lastPTS + d.frameDur
-		if d.frames == 0 {
-			pts = 0
-		}
-	} else {
-		pts = float64(ts) * d.tb
-		if !d.hasFirst {
-			d.firstPTS, d.hasFirst = pts, true
-		}
-		pts -= d.firstPTS
+	if !d.hasFirst {
+		next, newTimeline := d.s.tl.next(arrival, d.s.kind != KindFile)
+		d.base, d.firstPTS, d.hasFirst = next-t, t, true
+		disc = disc || newTimeline
 	}
-	d.lastPTS = pts
-	return pts
+	d.lastPTS = t
+	return t + d.base, disc
 }
 
 // checkComplete reports ErrTruncated when a file stopped more than one
@@ -828,6 +813,8 @@ func (d *decoder) framePTS() float64 {
 // AVStream.nb_frames × frame duration (an AVI cut in half keeps nb_frames
 // in its header while FFmpeg estimates the format duration from what is
 // left), or when its last video packet was flagged corrupt (cut mid-packet).
+// A file whose timestamps had a discontinuity is only checked for the
+// latter: its container's duration is computed from those timestamps.
 func (d *decoder) checkComplete(fc *astiav.FormatContext, st *astiav.Stream) error {
 	want := 0.0
 	if dur := fc.Duration(); dur > 0 && dur != astiav.NoPtsValue {
@@ -839,13 +826,17 @@ func (d *decoder) checkComplete(fc *astiav.FormatContext, st *astiav.Stream) err
 	if n := st.NbFrames(); n > 0 {
 		want = max(want, float64(n)*d.frameDur)
 	}
-	got := d.lastPTS + d.frameDur
-	if d.passSeen && !d.looped && d.tb > 0 {
+	got := d.lastPTS - d.firstPTS + d.frameDur
+	if d.clk.passSeen && !d.looped && d.tb > 0 {
 		// What was read, not only what the decoder has returned: before a
 		// looping file's rewind the decoder still holds frames.
-		got = max(got, float64(d.passEnd-d.passMin)*d.tb)
+		got = max(got, float64(d.clk.passEnd-d.clk.passMin)*d.tb)
 	}
 	switch {
+	case d.clk.breaks > 0 && !d.lastCorrupt:
+		// The container's duration comes from timestamps that jump (first
+		// to last PTS): it says nothing about what the file holds.
+		return nil
 	case want-got > 1 && got < 0.95*want:
 		return fmt.Errorf("%w: stream ended at %.2f s of the %.2f s the container announces (%d frames decoded)", ErrTruncated, got, want, d.frames)
 	case d.lastCorrupt:
@@ -862,7 +853,11 @@ type pacer struct {
 	set   bool
 }
 
-func (p *pacer) wait(ctx context.Context, t float64) error {
+// wait sleeps until the packet at time t (s) is due, or ctx ends. A wait
+// longer than limit (the stall limit, which bounds every other wait of a
+// source) is not made: the pacer re-anchors at t instead. The clock has
+// already removed timestamp discontinuities, so this is only a backstop.
+func (p *pacer) wait(ctx context.Context, t float64, limit time.Duration) error {
 	if math.IsNaN(t) {
 		return nil
 	}
@@ -871,6 +866,10 @@ func (p *pacer) wait(ctx context.Context, t float64) error {
 		return nil
 	}
 	d := time.Until(p.start.Add(time.Duration((t - p.t0) * float64(time.Second))))
+	if d > limit {
+		p.start, p.t0 = time.Now(), t
+		return nil
+	}
 	if d <= 0 {
 		return nil
 	}

@@ -26,8 +26,20 @@ type Frame struct {
 	// and loops, without gaps: a gap in published seq means dropped frames.
 	Seq uint64
 	// PTS is the presentation time in seconds, converted from the stream's
-	// time base (AVStream.time_base). Looping files keep it increasing.
+	// time base (AVStream.time_base) and relative to the stream's first
+	// frame. It does not go back: across a timestamp discontinuity, a
+	// looping file's restart and a reconnect (a later Source.Run) the
+	// source continues its timeline (see Discontinuity).
 	PTS float64
+	// Discontinuity is true on the first frame of a new source timeline:
+	// after the source's timestamps stepped back or jumped forward by more
+	// than its stall limit (a camera's timestamp reset, concatenated
+	// recordings), and on the first frame after a reconnect. Its PTS was
+	// placed one frame interval after the previous frame's (for live
+	// sources, later by the wall time that passed beyond one interval), so
+	// the PTS step to it is not the source's own. A looping file's restart
+	// is not one.
+	Discontinuity bool
 	// Keyframe is true for intra-coded (key) frames.
 	Keyframe bool
 	// Corrupt is true when the decoder reported damage in this frame: it
