@@ -58,11 +58,14 @@ type Options struct {
 	// off.
 	OpenTimeout time.Duration
 	// StallTimeout bounds the wait for one packet (av_read_frame) once
-	// frames flow, and a real-time file's wait for its next packet's time
-	// (the larger of StallTimeout and StallIntervals frame intervals);
-	// default 10 s. A stream that stalls for longer fails with ErrTimeout.
-	// FFmpeg's own socket timeouts are not used: in FFmpeg 5.1 they fire
-	// late or never on RTSP; the watchdog enforces this one.
+	// frames flow, and a real-time file's wait for its next packet's time;
+	// default 10 s. The limit actually applied is the larger of StallTimeout
+	// and StallIntervals times the stream's frame interval (the median of
+	// its recent packet DTS steps, else its nominal frame rate), so that a
+	// camera sending one frame every 15 s is not cut off. A stream that
+	// stalls for longer fails with ErrTimeout. FFmpeg's own socket timeouts
+	// are not used: in FFmpeg 5.1 they fire late or never on RTSP; the
+	// watchdog enforces this one.
 	StallTimeout time.Duration
 	// Threads is FFmpeg's decoder thread count; 0 lets FFmpeg choose the
 	// count, and for live and Realtime sources also limits the decoder to
@@ -421,13 +424,14 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 			return err
 		}
 		// Until the first frame the open deadline still runs; then each
-		// packet must come within the stall timeout.
-		limit := s.o.StallTimeout
+		// packet must come within the stall limit (StallTimeout, or more
+		// for a stream with long frame intervals).
+		limit := d.clk.stallLimit(s.o.StallTimeout)
 		if d.frames == 0 {
 			wd.armAt(openDeadline)
 			limit = s.o.OpenTimeout
 		} else {
-			wd.arm(s.o.StallTimeout)
+			wd.arm(limit)
 		}
 		err := fc.ReadFrame(d.pkt)
 		wd.disarm()

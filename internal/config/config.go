@@ -338,8 +338,10 @@ type Stream struct {
 	// OpenTimeout bounds opening the input, probing its streams and
 	// decoding the first frame (a slow camera gets this long).
 	OpenTimeout Duration `yaml:"open_timeout"`
-	// StallTimeout bounds the wait for one packet after that; longer is a
-	// stall, and a live stream reconnects.
+	// StallTimeout bounds the wait for one packet after that, raised to 3
+	// of the stream's frame intervals for slower streams
+	// (decode.StallIntervals; docs/api.md); longer is a stall, and a live
+	// stream reconnects.
 	StallTimeout Duration `yaml:"stall_timeout"`
 	// QueueSize overrides pipeline.queue_size for this stream.
 	QueueSize int `yaml:"queue_size" default:"pipeline.queue_size"`
