@@ -69,6 +69,10 @@ type Metrics struct {
 	// Degraded is 1 while a low-priority stream runs at its degraded rate:
 	// vigil_stream_degraded{stream}.
 	Degraded *prometheus.GaugeVec
+	// PTSDiscontinuities counts the frames that started a new source
+	// timeline (Frame.Discontinuity: a timestamp reset or jump, a
+	// reconnect): vigil_pts_discontinuities_total{stream}.
+	PTSDiscontinuities *prometheus.CounterVec
 	// TotalQueue is the frames waiting for engines, all streams together,
 	// that the degradation governor watches: vigil_queue_depth_total_frames.
 	TotalQueue prometheus.Gauge
@@ -140,6 +144,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vigil_stream_degraded", Help: "1 while a low-priority stream is switched to its degraded frame rate under sustained load.",
 	}, []string{"stream"})
+	m.PTSDiscontinuities = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_pts_discontinuities_total", Help: "Frames that started a new source timeline: a timestamp reset or jump, or a reconnect.",
+	}, []string{"stream"})
 	m.TotalQueue = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vigil_queue_depth_total_frames", Help: "Frames waiting for engines, all streams together (the degradation governor's input).",
 	})
@@ -167,6 +174,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.000001, 2, 18),
 	}, []string{"model", "batch"})
 	if reg != nil {
+		reg.MustRegister(m.PTSDiscontinuities)
 		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.StreamState, m.Degraded,
 			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.BatchLate, m.GPUStage, m.GPULaunch)
 	}
@@ -187,6 +195,7 @@ func (m *Metrics) Forget(stream string) {
 	m.Up.DeletePartialMatch(l)
 	m.StreamState.DeletePartialMatch(l)
 	m.Degraded.DeletePartialMatch(l)
+	m.PTSDiscontinuities.DeletePartialMatch(l)
 }
 
 // lifecycle lists the states of vigil_stream_state, in the order of
@@ -242,6 +251,8 @@ type streamMetrics struct {
 	m                              *Metrics
 	stream                         string
 	status                         *Status
+	// discontinuities is vigil_pts_discontinuities_total{stream}.
+	discontinuities prometheus.Counter
 }
 
 var stageOrder = [7]string{StageDecode, StageQueue, StagePreprocess, StageInfer, StagePostprocess, StagePublish, StageTotal}
@@ -257,6 +268,7 @@ func (m *Metrics) forStream(stream string) *streamMetrics {
 		m:            m,
 		stream:       stream,
 	}
+	sm.discontinuities = m.PTSDiscontinuities.WithLabelValues(stream)
 	for i, s := range stageOrder {
 		sm.stages[i] = m.Latency.WithLabelValues(stream, s)
 	}

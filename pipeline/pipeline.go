@@ -148,6 +148,10 @@ type Result struct {
 	// DroppedSinceLast counts this stream's frames dropped since the
 	// previous published result.
 	DroppedSinceLast int
+	// Discontinuity: this frame, or a frame dropped since the previous
+	// published result, started a new source timeline
+	// (Frame.Discontinuity).
+	Discontinuity bool
 }
 
 // Source produces decoded frames from one camera, URL or file.

@@ -56,8 +56,9 @@ type StreamConfig struct {
 	// StaleAfter (live sources; default 2 s, negative disables) drops
 	// frames that arrive more than this far behind the stream's timeline,
 	// judged by arrival − PTS against its minimum on this connection. A
-	// frame stays stale for at most StaleAfter of wall time: after that the
-	// timeline is re-anchored (the camera reset its PTS).
+	// frame that starts a new timeline (Frame.Discontinuity) re-anchors the
+	// judgement at once; without that flag a frame stays stale for at most
+	// StaleAfter of wall time before the timeline is re-anchored.
 	StaleAfter time.Duration
 	// DegradedFPS is the frame rate (by PTS) kept while the stream is
 	// degraded (Status.Degraded, set by the supervisor's governor); the
@@ -199,6 +200,8 @@ type stream struct {
 	lastServe        atomic.Int64 // unix ns of the last Detect without a gate
 	// sinceLast counts drops since the last published message.
 	sinceLast atomic.Int64
+	// breaks carries timeline breaks to the next published message.
+	breaks breaks
 }
 
 func (s *stream) transition(st State, reason string, attempt int) {
@@ -282,6 +285,10 @@ func (s *stream) emit(f *Frame) {
 		s.transition(StateRunning, "", 0)
 	}
 	s.m.decoded.Inc()
+	if f.Discontinuity {
+		s.m.discontinuities.Inc()
+		s.breaks.add(f.Seq)
+	}
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)
 	}
@@ -434,6 +441,7 @@ func (s *stream) work(ctx context.Context) {
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
 			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget,
 			DroppedSinceLast: int(s.sinceLast.Swap(0)),
+			Discontinuity:    s.breaks.upTo(f.Seq),
 		}
 		t1 := time.Now()
 		err = s.c.Sink.Publish(ctx, &res)
@@ -446,6 +454,7 @@ func (s *stream) work(ctx context.Context) {
 			errLog.log(s.log, "publish failed", err)
 			continue
 		}
+		s.breaks.reported(f.Seq)
 		s.m.processed.Inc()
 		if s.c.Budget > 0 && res.Stages.Total > s.c.Budget {
 			s.m.budgetMisses.Inc()
@@ -488,7 +497,9 @@ type staleness struct {
 
 func (st *staleness) isStale(f *Frame, after time.Duration) bool {
 	off := time.Duration(f.Arrival.UnixNano() - int64(f.PTS*1e9))
-	if !st.anchored || off < st.minOffset {
+	// A new source timeline (a timestamp reset) is a new anchor: the old
+	// offset says nothing about it.
+	if !st.anchored || off < st.minOffset || f.Discontinuity {
 		st.minOffset, st.anchored, st.staleSince = off, true, time.Time{}
 		return false
 	}
@@ -528,3 +539,46 @@ func (e *EWMA) Reset(d time.Duration) { e.v.Store(int64(d)) }
 
 // Get returns the average (0 before the first sample).
 func (e *EWMA) Get() time.Duration { return time.Duration(e.v.Load()) }
+
+// breaks carries the seqs of frames that started a new source timeline
+// (Frame.Discontinuity) from ingest to the next published result, so that a
+// message shows a break even when the frame that carried it was dropped.
+// Frames reach the worker in seq order.
+type breaks struct {
+	mu   sync.Mutex
+	seqs []uint64 // ascending, not yet reported
+}
+
+// maxBreaks bounds the breaks held while nothing is published (an engine
+// that fails every frame of a source whose timestamps jump all the time):
+// beyond it the second oldest is forgotten, so the next message is still
+// flagged.
+const maxBreaks = 256
+
+// add records a frame that started a new timeline.
+func (b *breaks) add(seq uint64) {
+	b.mu.Lock()
+	if len(b.seqs) >= maxBreaks {
+		b.seqs = append(b.seqs[:1], b.seqs[2:]...)
+	}
+	b.seqs = append(b.seqs, seq)
+	b.mu.Unlock()
+}
+
+// upTo reports whether a break at or before seq is not yet reported.
+func (b *breaks) upTo(seq uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.seqs) > 0 && b.seqs[0] <= seq
+}
+
+// reported forgets the breaks at or before seq, published with it.
+func (b *breaks) reported(seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for n < len(b.seqs) && b.seqs[n] <= seq {
+		n++
+	}
+	b.seqs = b.seqs[n:]
+}

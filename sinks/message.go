@@ -27,11 +27,15 @@ type Message struct {
 	// from 0 in each run.
 	Epoch    string  `json:"epoch"`
 	Seq      uint64  `json:"seq"`
-	PTS      float64 `json:"pts"` // seconds
+	PTS      float64 `json:"pts"` // seconds; never goes back (pipeline.Frame.PTS)
 	Keyframe bool    `json:"keyframe"`
 	// Corrupt: the decoder reported damage in this frame
 	// (pipeline.Frame.Corrupt); its detections may be wrong.
 	Corrupt bool `json:"corrupt"`
+	// Discontinuity: this frame, or one dropped since the previous
+	// message, started a new source timeline (pipeline.Frame.Discontinuity):
+	// the step from the previous message's PTS is not the source's own.
+	Discontinuity bool `json:"discontinuity"`
 	// CaptureTime is when the frame's own packet arrived (Frame.Arrival).
 	CaptureTime time.Time `json:"capture_time"`
 	// PublishTime is when this message was built.
@@ -82,7 +86,7 @@ func stamp(r *pipeline.Result) Message {
 	}
 	st := r.Stages
 	return Message{
-		Schema: SchemaVersion, StreamID: r.StreamID, Epoch: r.Epoch, Labels: r.Labels, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe, Corrupt: r.Corrupt,
+		Schema: SchemaVersion, StreamID: r.StreamID, Epoch: r.Epoch, Labels: r.Labels, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe, Corrupt: r.Corrupt, Discontinuity: r.Discontinuity,
 		CaptureTime: r.Capture.UTC(), PublishTime: now.UTC(), Width: r.Width, Height: r.Height,
 		Model: r.Model, Detections: dets, BudgetMS: msec(r.Budget), OverBudget: r.OverBudget,
 		DroppedSinceLast: r.DroppedSinceLast,
