@@ -411,6 +411,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 		d.frameDur = 1 / fps
 	}
 	d.clk = clock{tb: d.tb, nominal: d.frameDur, live: s.kind != KindFile}
+	d.ptsFix = ptsCorrection{lastPTS: math.MinInt64, lastDTS: math.MinInt64}
 	defer d.pkt.Free()
 	defer d.frame.Free()
 	defer func() { s.noteRate(d.bytes, d.firstRead, d.lastRead) }()
@@ -571,11 +572,17 @@ type decoder struct {
 	// clk shifts packet timestamps onto one continuous timeline, across
 	// discontinuities and a looping file's passes.
 	clk clock
-	// lastPTS and firstPTS are the last and first frame's time (s) on the
-	// clock's timeline; base maps it to the published one (Frame.PTS =
-	// time + base), set by the first frame.
-	lastPTS, firstPTS, base float64
-	hasFirst                bool
+	// Published PTS (s) of this open's first and last frames; start is
+	// where this open's first frame goes (timeline.next), base maps a
+	// frame's time on the clock's timeline to the published one, set by
+	// the first frame that has a timestamp (anchored).
+	firstPub, lastPub, start, base float64
+	started, anchored              bool
+	// ptsFix picks between a frame's PTS and its packet DTS.
+	ptsFix ptsCorrection
+	// reordered counts frames whose timestamp was not after the previous
+	// frame's (published just after it instead).
+	reordered int
 	// lastCorrupt: the last video packet read carried AV_PKT_FLAG_CORRUPT.
 	lastCorrupt bool
 
@@ -754,7 +761,7 @@ func (d *decoder) receive(arrival time.Time) error {
 		}
 		corrupt := d.corruptFrame(ts)
 		arrival := d.arrivalOf(ts, arrival)
-		pts, disc := d.framePTS(ts, arrival)
+		pts, disc := d.framePTS(d.ptsFix.bestEffort(d.frame.Pts(), d.frame.PktDts()), d.frame.Pts() != astiav.NoPtsValue, arrival)
 		pic := &Picture{cs: d.cc.ColorSpace()}
 		if d.hw != nil && d.frame.PixelFormat() == astiav.PixelFormatCuda {
 			pic.f, pic.sem, err = d.hw.copy(d.ctx, d.frame)
@@ -788,27 +795,104 @@ func (d *decoder) receive(arrival time.Time) error {
 }
 
 // framePTS returns the published PTS (s) of the frame with timestamp ts
-// (shifted by the clock; NoPtsValue extrapolates one frame from the
-// previous frame) and whether the frame starts a new timeline: the first
-// frame after a discontinuity the clock found, or the first frame of a
-// reconnect (see timeline.next).
-func (d *decoder) framePTS(ts int64, arrival time.Time) (float64, bool) {
+// (shifted by the clock; see ptsCorrection) and whether the frame starts a
+// new timeline: the first frame after a discontinuity the clock found, or
+// the first frame of a reconnect (see timeline.next). own says whether ts
+// is the frame's own PTS rather than a packet DTS. A frame without a
+// timestamp, or whose timestamp is not after the previous frame's, is
+// placed after the previous frame: one frame interval after it when the
+// frame had no PTS of its own or the stream's PTS values are known to be
+// faulty (it is the next frame, as far as can be told), else one time-base
+// tick (a decoder returned it late: it was displayed at about that time).
+func (d *decoder) framePTS(ts int64, own bool, arrival time.Time) (float64, bool) {
 	disc := false
-	var t float64
-	switch {
-	case ts != astiav.NoPtsValue:
-		t = float64(ts) * d.tb
-		disc = d.clk.starts(ts)
-	case d.frames > 0:
-		t = d.lastPTS + d.frameDur
+	if !d.started {
+		d.start, disc = d.s.tl.next(arrival, d.s.kind != KindFile)
+		d.started = true
 	}
-	if !d.hasFirst {
-		next, newTimeline := d.s.tl.next(arrival, d.s.kind != KindFile)
-		d.base, d.firstPTS, d.hasFirst = next-t, t, true
-		disc = disc || newTimeline
+	next := d.start // where a frame without its own time goes
+	if d.frames > 0 {
+		next = d.lastPub + d.step()
 	}
-	d.lastPTS = t
-	return t + d.base, disc
+	p := next
+	// Before the open is anchored, a reordering decoder's packet DTS is not
+	// the frame's time (FFmpeg's RTSP demuxer leaves a session's first
+	// access unit without PTS, and the decoder returns that frame with the
+	// DTS of a later packet): such a frame is placed like one without a
+	// timestamp, and the next frame with its own PTS anchors the open.
+	if ts != astiav.NoPtsValue && (own || d.anchored || !d.clk.reorders) {
+		t := float64(ts) * d.tb
+		disc = d.clk.starts(ts) || disc
+		if !d.anchored { // the first frame with a timestamp anchors the open
+			d.base, d.anchored = next-t, true
+		}
+		p = t + d.base
+		if d.frames > 0 && p <= d.lastPub {
+			step := d.tb
+			if !own || d.ptsFix.faulty() {
+				step = d.step()
+			}
+			if d.reordered++; d.reordered == 1 {
+				d.s.o.Logger.Info("a frame's timestamp is not after the previous frame's; publishing it just after (logged once per open)",
+					zap.Float64("pts_s", p), zap.Float64("previous_s", d.lastPub), zap.Bool("own_pts", own))
+			}
+			p = d.lastPub + step
+		}
+	}
+	if d.frames == 0 {
+		d.firstPub = p
+	}
+	d.lastPub = p
+	return p, disc
+}
+
+// step is one frame interval (s) for placing a frame after the previous
+// one: the clock's estimate, else one time-base tick.
+func (d *decoder) step() float64 {
+	return max(d.clk.interval(), d.tb)
+}
+
+// ptsCorrection chooses a frame's timestamp as FFmpeg's
+// AVFrame.best_effort_timestamp does (guess_correct_pts in
+// libavcodec/decode.c; go-astiav v0.16.0 does not expose the field): the
+// frame's PTS, unless frame PTS values have gone back (or repeated) more
+// often than the DTS values of the packets the frames came out with; then
+// that DTS. A sender that stamps packets in decode order (PTS = DTS, as
+// GStreamer does for a raw H.265 stream whose parser cannot reorder) makes
+// every reordered B-frame's PTS go back; its packet DTS values still
+// increase. FFmpeg's own tools show the DTS then, and so does vigil.
+type ptsCorrection struct {
+	faultyPTS, faultyDTS int
+	lastPTS, lastDTS     int64 // math.MinInt64 before the first frame
+}
+
+// faulty reports whether frame PTS values have gone back more often than
+// packet DTS values, so that bestEffort uses the DTS.
+func (c *ptsCorrection) faulty() bool { return c.faultyPTS > c.faultyDTS }
+
+// bestEffort returns the timestamp to use for a frame with PTS pts and
+// packet DTS dts (either may be NoPtsValue; NoPtsValue when both are).
+func (c *ptsCorrection) bestEffort(pts, dts int64) int64 {
+	if dts != astiav.NoPtsValue {
+		if dts <= c.lastDTS {
+			c.faultyDTS++
+		}
+		c.lastDTS = dts
+	} else if pts != astiav.NoPtsValue {
+		c.lastDTS = pts
+	}
+	if pts != astiav.NoPtsValue {
+		if pts <= c.lastPTS {
+			c.faultyPTS++
+		}
+		c.lastPTS = pts
+	} else if dts != astiav.NoPtsValue {
+		c.lastPTS = dts
+	}
+	if pts != astiav.NoPtsValue && (c.faultyPTS <= c.faultyDTS || dts == astiav.NoPtsValue) {
+		return pts
+	}
+	return dts
 }
 
 // checkComplete reports ErrTruncated when a file stopped more than one
@@ -830,7 +914,7 @@ func (d *decoder) checkComplete(fc *astiav.FormatContext, st *astiav.Stream) err
 	if n := st.NbFrames(); n > 0 {
 		want = max(want, float64(n)*d.frameDur)
 	}
-	got := d.lastPTS - d.firstPTS + d.frameDur
+	got := d.lastPub - d.firstPub + d.frameDur
 	if d.clk.passSeen && !d.looped && d.tb > 0 {
 		// What was read, not only what the decoder has returned: before a
 		// looping file's rewind the decoder still holds frames.

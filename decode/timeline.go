@@ -54,9 +54,14 @@ type clock struct {
 	nominal float64 // seconds per frame from the container's frame rate, 0 when unknown
 	live    bool    // a network input: gaps in wall time are real time
 
-	shift    int64 // ticks added to every packet's timestamps
-	last     int64 // the last packet's DTS (else PTS), shifted
-	lastDTS  bool  // last was a DTS
+	shift   int64 // ticks added to every packet's timestamps
+	last    int64 // the last packet's DTS (else PTS), shifted
+	lastDTS bool  // last was a DTS
+	sawDTS  bool  // a packet of this open had a DTS
+	// reorders: packets of this open showed B-frame reordering (PTS !=
+	// DTS, or PTS stepping back in decode order), so a frame's packet DTS
+	// from the decoder is not its own time.
+	reorders bool
 	hasLast  bool
 	lastWall time.Time // when the last packet was read
 	end      int64     // the furthest shifted timestamp + duration so far
@@ -165,7 +170,13 @@ func (c *clock) packet(pkt *astiav.Packet, now time.Time, stall time.Duration, l
 		pkt.SetDts(dts + c.shift)
 	}
 	ts += c.shift
-	if c.hasLast && ts > c.last && !broke {
+	if (pts != astiav.NoPtsValue && dts != astiav.NoPtsValue && pts != dts) || (!isDTS && !c.lastDTS && c.hasLast && ts < c.last && !broke) {
+		c.reorders = true
+	}
+	// Steps between DTS values (PTS values only while the input gives no
+	// DTS at all: in decode order they step back and forth with B-frames).
+	c.sawDTS = c.sawDTS || isDTS
+	if c.hasLast && ts > c.last && !broke && isDTS == c.lastDTS && isDTS == c.sawDTS {
 		c.steps[c.nStep%intervalWindow] = float64(ts-c.last) * c.tb
 		c.nStep++
 	}

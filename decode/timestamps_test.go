@@ -161,3 +161,27 @@ func TestReconnectContinuesPTS(t *testing.T) {
 	wall := frames[25].Arrival.Sub(frames[24].Arrival).Seconds()
 	require.InDelta(t, max(1/25.0, wall), frames[25].PTS-frames[24].PTS, 1e-6)
 }
+
+// A sender that stamps its packets in decode order (PTS = DTS), as
+// GStreamer does for a raw H.265 stream its parser cannot reorder: every
+// reordered B-frame's own PTS is earlier than the previous frame's (half
+// the frames with 3 B-frames). This is the whole-session disorder seen on
+// an HEVC camera over RTSP; with correct timestamps its frames come out in
+// order (TestRTSPOpenGOPHEVC). Like FFmpeg's best_effort_timestamp, vigil
+// then uses the DTS of the packet each frame came out with: PTS increases
+// and is off by at most the reorder depth (3 frames).
+func TestDecodeOrderTimestamps(t *testing.T) {
+	const fps, bf = 25.0, 3
+	src := makeMedia(t, "b.ts", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=25", "-frames:v", "50",
+		"-c:v", "libx264", "-bf", fmt.Sprint(bf), "-g", "25", "-pix_fmt", "yuv420p")
+	stamped := makeMedia(t, "dts.ts", "-i", src, "-c", "copy", "-bsf:v", "setts=pts=DTS")
+	frames, _, _, err := collect(t, context.Background(), decode.Options{URL: stamped})
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, frames, 50)
+	requireIncreasing(t, frames)
+	require.Empty(t, breaksAt(frames), "reordering is no discontinuity")
+	for i := 1; i < len(frames); i++ {
+		require.LessOrEqual(t, frames[i].PTS-frames[i-1].PTS, (1+bf)/fps+1e-6, "frame %d", i)
+	}
+	require.InDelta(t, 49/fps, frames[49].PTS, bf/fps+1e-6)
+}
