@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -25,7 +26,7 @@ type timelineSink struct {
 
 func (c *timelineSink) Publish(_ context.Context, r *pipeline.Result) error {
 	c.mu.Lock()
-	c.results = append(c.results, pipeline.Result{Seq: r.Seq, PTS: r.PTS, Discontinuity: r.Discontinuity})
+	c.results = append(c.results, pipeline.Result{Seq: r.Seq, PTS: r.PTS, Discontinuity: r.Discontinuity, Capture: r.Capture})
 	c.mu.Unlock()
 	r.Published = time.Now()
 	return nil
@@ -90,5 +91,82 @@ func TestRunStreamTimestampReset(t *testing.T) {
 			require.Equal(t, flagged[0], r.Seq, "the first message at or after the break")
 			break
 		}
+	}
+}
+
+// lastPTS returns the PTS of the last published result (-1 before any).
+func (c *timelineSink) lastPTS() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.results) == 0 {
+		return -1
+	}
+	return c.results[len(c.results)-1].PTS
+}
+
+// An RTSP camera (10 fps) resets its timestamps mid-session, back to its
+// start after 5 s, as one did when another client re-joined its mount;
+// then it restarts, and the stream reconnects. No on-time frame is dropped
+// as stale (the reset used to cost 2 s of frames), PTS keeps increasing
+// through both (it used to go back at each), and each is counted once and
+// flagged on the next message. After the reconnect PTS has advanced by the
+// wall time between the two frames.
+func TestRunStreamRTSPResetAndReconnect(t *testing.T) {
+	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
+	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
+	src, err := decode.New(decode.Options{URL: srv.URL, StreamID: "cam"})
+	require.NoError(t, err)
+	sink := &timelineSink{}
+	m := pipeline.NewMetrics(nil)
+	eng := engine(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() {
+		done <- pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "cam", Source: src, Engine: eng, Sink: sink, Live: true, Metrics: m,
+			BackoffInitial: 100 * time.Millisecond})
+	}()
+	decoded := func() float64 { return testutil.ToFloat64(m.Decoded.WithLabelValues("cam")) }
+	breaks := func() float64 { return testutil.ToFloat64(m.PTSDiscontinuities.WithLabelValues("cam")) }
+	// Generous waits: opening and encoding compete with the other tests.
+	testenv.Eventually(t, func() bool { return sink.lastPTS() > 5 }, time.Minute, 20*time.Millisecond, "5 s of stream")
+	back, err := srv.ResetTimestamps()
+	require.NoError(t, err)
+	require.Greater(t, back, 3*time.Second, "back more than StaleAfter (2 s)")
+	n := decoded()
+	testenv.Eventually(t, func() bool { return decoded() >= n+30 }, time.Minute, 20*time.Millisecond, "3 s after the reset")
+	afterReset := breaks()
+	srv.Restart(t) // returns once the server is back: frames from now on come after the reconnect
+	n = decoded()
+	testenv.Eventually(t, func() bool { return decoded() >= n+10 }, time.Minute, 20*time.Millisecond, "1 s after the reconnect")
+	cancel()
+	require.NoError(t, <-done)
+
+	require.Zero(t, testutil.ToFloat64(m.Dropped.WithLabelValues("cam", pipeline.StageIngest, string(pipeline.DropStale))))
+	require.Equal(t, 1.0, afterReset, "the reset")
+	require.Equal(t, 2.0, breaks(), "the reset and the reconnect")
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var flagged []int
+	for i, r := range sink.results {
+		if i > 0 {
+			require.Greater(t, r.PTS, sink.results[i-1].PTS, "seq %d", r.Seq)
+		}
+		if r.Discontinuity {
+			flagged = append(flagged, i)
+		}
+	}
+	require.Len(t, flagged, 2)
+	for _, i := range flagged {
+		prev, r := sink.results[i-1], sink.results[i]
+		if r.Seq != prev.Seq+1 {
+			continue // frames dropped between them: the step is not one frame
+		}
+		// The new timeline goes on from the previous frame by the wall
+		// time between them (a live source), at least one frame. The
+		// decoder times packet reads, Capture is stamped microseconds
+		// later: 10 ms covers the scheduling between the two.
+		wall := r.Capture.Sub(prev.Capture).Seconds()
+		require.InDelta(t, max(wall, 0.1), r.PTS-prev.PTS, 0.01, "seq %d: %.3f s of wall time", r.Seq, wall)
 	}
 }
