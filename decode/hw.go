@@ -246,7 +246,8 @@ func (h *hwFrames) close() {
 // interleaved Cb,Cr at UV (UVStride bytes per row, half height). The
 // pointers are CUdeviceptr values into a frame of vigil's pool (hwFrames),
 // valid until the Picture is released; the pixels are complete (no GPU
-// work on them is pending) when the frame is emitted.
+// work on them is pending) when the frame is emitted. FullRange and Matrix
+// are the Picture's Colour.
 type CUDAFrame struct {
 	Y, UV             uintptr
 	YStride, UVStride int
@@ -268,8 +269,9 @@ func (p *Picture) CUDA() (CUDAFrame, bool) {
 	}
 	ls := p.f.Linesize()
 	out := CUDAFrame{Y: uintptr(unsafePointer(c.data[0])), UV: uintptr(unsafePointer(c.data[1])), YStride: ls[0], UVStride: ls[1],
-		Width: p.f.Width(), Height: p.f.Height(), FullRange: p.f.ColorRange() == astiav.ColorRangeJpeg}
-	out.Matrix = matrixFor(p.cs, out.Height)
+		Width: p.f.Width(), Height: p.f.Height()}
+	col := colourOf(p.f, p.cs)
+	out.FullRange, out.Matrix = col.FullRange, col.Matrix
 	return out, true
 }
 

@@ -19,23 +19,13 @@ func planeView(f *astiav.Frame, i, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(c.data[i])), n)
 }
 
-// Matrix is a YCbCr→RGB conversion matrix.
-type Matrix int
-
-// The matrices vigil converts with: ITU-R BT.601 (SD video, and FFmpeg's
-// default) and ITU-R BT.709 (HD video).
-const (
-	BT601 Matrix = iota
-	BT709
-)
-
 // YUV420 is a view, without copying, of a decoded 8-bit 4:2:0 picture's
 // planes: Width×Height luma samples in Y (row i at Y[i*YStride:]) and
 // ⌈Width/2⌉×⌈Height/2⌉ chroma samples per plane. For planar formats
 // (yuv420p, yuvj420p) U holds Cb and V holds Cr, each with UVStride; for
 // NV12 (hardware decoders' surfaces) U holds interleaved Cb,Cr pairs and
-// V is nil. The slices alias the
-// frame and are valid until the Picture is released.
+// V is nil. The slices alias the frame and are valid until the Picture is
+// released. FullRange and Matrix are the Picture's Colour.
 type YUV420 struct {
 	Y, U, V           []byte
 	YStride, UVStride int
@@ -49,9 +39,7 @@ type YUV420 struct {
 
 // YUV420 returns the picture's planes when it is planar 8-bit 4:2:0
 // (yuv420p, yuvj420p), and false otherwise (other formats need swscale).
-// The matrix is the stream's signalled one when it says BT.709 or
-// BT.601 (bt470bg, smpte170m); unsignalled streams get BT.709 at 720 lines
-// or more and BT.601 below, the usual reading of unmarked HD and SD video.
+// The matrix and range are the Picture's Colour, as the Scaler uses them.
 func (p *Picture) YUV420() (YUV420, bool) {
 	if p.f == nil {
 		return YUV420{}, false
@@ -75,24 +63,9 @@ func (p *Picture) YUV420() (YUV420, bool) {
 	default:
 		return YUV420{}, false
 	}
-	out.FullRange = pf == astiav.PixelFormatYuvj420P || p.f.ColorRange() == astiav.ColorRangeJpeg
-	out.Matrix = matrixFor(p.cs, out.Height)
+	c := colourOf(p.f, p.cs)
+	out.FullRange, out.Matrix = c.FullRange, c.Matrix
 	return out, true
-}
-
-// matrixFor is the stream's signalled matrix, or for unsignalled streams
-// BT.709 from 720 lines up and BT.601 below.
-func matrixFor(cs astiav.ColorSpace, height int) Matrix {
-	switch cs {
-	case astiav.ColorSpaceBt709:
-		return BT709
-	case astiav.ColorSpaceBt470Bg, astiav.ColorSpaceSmpte170M:
-		return BT601
-	}
-	if height >= 720 {
-		return BT709
-	}
-	return BT601
 }
 
 func unsafePointer(p *C.uint8_t) unsafe.Pointer { return unsafe.Pointer(p) }

@@ -71,14 +71,11 @@ type Target struct {
 
 // Coefficients returns the YCbCr→RGB constants the kernel uses (see
 // preprocess.cu): ky scales Y-yoff; krv, kgu, kgv, kbu scale the centred
-// chroma. Sources: ITU-R BT.601-7 (Kr=0.299, Kb=0.114) and BT.709-6
-// (Kr=0.2126, Kb=0.0722); limited range maps Y 16..235 and C 16..240 to
-// full scale, i.e. ×255/219 and ×255/224.
+// chroma. The luma weights are the matrix's (decode.Matrix.Weights: ITU-R
+// BT.601-7, BT.709-6, BT.2020-2, ...); limited range maps Y 16..235 and
+// C 16..240 to full scale, i.e. ×255/219 and ×255/224.
 func Coefficients(m decode.Matrix, full bool) (ky, yoff, krv, kgu, kgv, kbu float32) {
-	kr, kb := 0.299, 0.114
-	if m == decode.BT709 {
-		kr, kb = 0.2126, 0.0722
-	}
+	kr, kb := m.Weights()
 	kg := 1 - kr - kb
 	cy, cc, off := 1.0, 1.0, 0.0
 	if !full {
@@ -94,11 +91,13 @@ func Coefficients(m decode.Matrix, full bool) (ky, yoff, krv, kgu, kgv, kbu floa
 // SwscaleBias is added to R, G and B (8-bit levels) for limited-range
 // input so that the kernel agrees with libswscale, whose CPU output vigil's
 // other path uses: swscale's fixed-point YUV→RGB (libswscale/yuv2rgb.c and
-// its SIMD versions) lands below the exact BT.601 conversion. Measured on
-// every pixel of Megamind.avi frame 120 at 1:1 scale against the exact
-// formula: a least-squares fit gives slope 1.000 and offsets −1.10 (R),
-// −1.53 (G), −1.11 (B). With them, GPU-vs-swscale differences are centred
-// on zero instead of sitting about one level high.
+// its SIMD versions) lands below the exact conversion, because it
+// truncates each term (luma, and each chroma term) to a whole level, which
+// costs half a level per term on average whatever the matrix. Measured on
+// every pixel of Megamind.avi frame 120 (BT.601) at 1:1 scale against the
+// exact formula: a least-squares fit gives slope 1.000 and offsets −1.10
+// (R), −1.53 (G), −1.11 (B). With them, GPU-vs-swscale differences are
+// centred on zero instead of sitting about one level high.
 var SwscaleBias = [3]float32{-1.10, -1.53, -1.11}
 
 func grid(w, h int) (g, b [3]uint32) {
