@@ -17,5 +17,7 @@
 // (Options.LogInterval); SetLogger takes the rest.
 //
 // A Scaler resizes a decoded frame into packed 24-bit RGB or BGR with
-// swscale (SWS_BILINEAR), which is how infer letterboxes model inputs.
+// swscale (SWS_BILINEAR), which is how infer letterboxes model inputs. It
+// converts with the frame's Colour: the matrix and range the stream names,
+// or MatrixFor's rule for unmarked streams, the same the GPU engine uses.
 package decode
