@@ -104,10 +104,14 @@ func TestTensorRTMissingFallsBackToCUDA(t *testing.T) {
 }
 
 // The kernel's letterboxed tensor against swscale's (bilinear, BT.601
-// limited range, then the adapter's Fill), in 8-bit units: the stated
-// tolerance is a mean absolute difference ≤ 0.75 and a 99th percentile ≤ 3
-// levels over the whole input (padding included), with no value more than
-// 8 levels off. Seen on the H200: mean 0.37, P99 2, max 6. swscale keeps chroma at half
+// limited range, then the adapter's Fill), in 8-bit units. The bounds, a
+// mean absolute difference ≤ 0.75 and a 99th percentile ≤ 3 levels over
+// the whole input (padding included), with no value more than 8 levels
+// off, are a regression guard, not a derived tolerance: they were set
+// after seeing mean 0.37, P99 2, max 6 on the H200, at about twice those.
+// (swscale alone is within 3.45 levels of the exact conversion on R and B
+// and 4.62 on G at 1:1, decode/colour_test.go; its bilinear downscale adds
+// differences that have not been bounded from its arithmetic.) swscale keeps chroma at half
 // horizontal resolution and rounds to 8 bits before normalising; so does
 // the kernel, which leaves the filters' fixed-point rounding (swscale
 // computes in 14- and 15-bit integers) as the difference.
@@ -154,7 +158,9 @@ func TestKernelMatchesSwscale(t *testing.T) {
 // swscale's by 0.4 levels on average (TestKernelMatchesSwscale); a
 // detection whose score sits at the threshold, or a small object, can
 // then flip. The test logs each such case and requires that at least
-// minShare of all detections match.
+// minShare of all detections match: the callers pass 0.95, the agreement
+// goal issue 14 (item 19) set for the two engines, not a figure fitted to
+// what this test saw.
 func detectionsMatch(t *testing.T, model, video string, n int, step uint64, minShare float64) {
 	imgs := frames(t, video, n, step)
 	c := openCPU(t, model)
