@@ -25,22 +25,19 @@ func iou(a, b box) float64 {
 	return inter / union
 }
 
-// side is one side of a matching problem: boxes with their classes, and
-// for detections their scores.
+// side is one side of a matching problem: boxes with their classes.
 type side struct {
 	box   []box
 	class []int32
-	score []float64 // detections only
 }
 
 func (s *side) reset() {
-	s.box, s.class, s.score = s.box[:0], s.class[:0], s.score[:0]
+	s.box, s.class = s.box[:0], s.class[:0]
 }
 
-func (s *side) add(b box, class int32, score float64) {
+func (s *side) add(b box, class int32) {
 	s.box = append(s.box, b)
 	s.class = append(s.class, class)
-	s.score = append(s.score, score)
 }
 
 // edge is a candidate pair whose cost is below the limit.
@@ -74,10 +71,9 @@ type matcher struct {
 	match      []int32 // row → column or -1: the result
 }
 
-// run matches m.rows to m.cols. With fuse, a pair's cost is
-// 1 − IoU·score (ByteTrack's fuse_score), else 1 − IoU. Only pairs of the
+// run matches m.rows to m.cols on the cost 1 − IoU. Only pairs of the
 // same class whose cost is below limit can match. It returns m.match.
-func (m *matcher) run(fuse bool, limit float64) []int32 {
+func (m *matcher) run(limit float64) []int32 {
 	nr, nc := len(m.rows.box), len(m.cols.box)
 	m.match = grow(m.match, nr)
 	for i := range m.match {
@@ -86,7 +82,7 @@ func (m *matcher) run(fuse bool, limit float64) []int32 {
 	if nr == 0 || nc == 0 {
 		return m.match
 	}
-	m.candidates(fuse, limit)
+	m.candidates(limit)
 	if len(m.edges) == 0 {
 		return m.match
 	}
@@ -98,7 +94,7 @@ func (m *matcher) run(fuse bool, limit float64) []int32 {
 }
 
 // candidates fills m.edges with the pairs below the limit.
-func (m *matcher) candidates(fuse bool, limit float64) {
+func (m *matcher) candidates(limit float64) {
 	m.edges = m.edges[:0]
 	nc := len(m.cols.box)
 	m.order = grow(m.order, nc)
@@ -120,11 +116,7 @@ func (m *matcher) candidates(fuse bool, limit float64) {
 			if m.cols.class[c] != m.rows.class[r] {
 				continue
 			}
-			sim := iou(rb, cb[c])
-			if fuse {
-				sim *= m.cols.score[c]
-			}
-			if cost := 1 - sim; cost < limit {
+			if cost := 1 - iou(rb, cb[c]); cost < limit {
 				m.edges = append(m.edges, edge{int32(r), c, cost})
 			}
 		}

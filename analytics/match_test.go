@@ -23,21 +23,16 @@ func TestMatcherEqualsWholeMatrix(t *testing.T) {
 		m.rows.reset()
 		m.cols.reset()
 		for i := 0; i < nr; i++ {
-			m.rows.add(randBox(), int32(rng.IntN(2)), 0)
+			m.rows.add(randBox(), int32(rng.IntN(2)))
 		}
 		for i := 0; i < nc; i++ {
-			m.cols.add(randBox(), int32(rng.IntN(2)), 0.1+0.9*rng.Float64())
+			m.cols.add(randBox(), int32(rng.IntN(2)))
 		}
-		fuse := trial%2 == 0
 		limit := []float64{0.8, 0.5, 0.7}[trial%3]
 		cost := make([]float64, nr*nc)
 		for r := 0; r < nr; r++ {
 			for c := 0; c < nc; c++ {
-				sim := iou(m.rows.box[r], m.cols.box[c])
-				if fuse {
-					sim *= m.cols.score[c]
-				}
-				cost[r*nc+c] = 1 - sim
+				cost[r*nc+c] = 1 - iou(m.rows.box[r], m.cols.box[c])
 				if m.rows.class[r] != m.cols.class[c] {
 					cost[r*nc+c] = 1
 				}
@@ -52,7 +47,7 @@ func TestMatcherEqualsWholeMatrix(t *testing.T) {
 			}
 		}
 		got, seen := 0.0, map[int32]bool{}
-		for r, c := range m.run(fuse, limit) {
+		for r, c := range m.run(limit) {
 			if c < 0 {
 				continue
 			}

@@ -139,7 +139,7 @@ func identity(frames []mframe, threshold float64) identityResult {
 	return r
 }
 
-func index(m map[int]int, id int) int {
+func index[K comparable](m map[K]int, id K) int {
 	i, ok := m[id]
 	if !ok {
 		i = len(m)
