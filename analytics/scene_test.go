@@ -199,7 +199,7 @@ func runScene(t *testing.T, sc scene, fs []sframe, schema *jsonschema.Schema) sc
 	res.events = append(res.events, st.Close(last, wall.Add(time.Duration(last*float64(time.Second))))...)
 	res.clear = clearMOT(mf, 0.5)
 	res.id = identity(mf, 0.5)
-	checkEvents(t, schema, res.events)
+	checkEvents(t, schema, res.events, 0)
 	return res
 }
 
@@ -217,11 +217,11 @@ func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
 }
 
 // checkEvents validates every event against SchemaJSON and checks that
-// their sequence numbers count from 0 without gaps.
-func checkEvents(t *testing.T, schema *jsonschema.Schema, evs []Event) {
+// their sequence numbers count from first without gaps.
+func checkEvents(t *testing.T, schema *jsonschema.Schema, evs []Event, first uint64) {
 	t.Helper()
 	for i, e := range evs {
-		require.Equal(t, uint64(i), e.Seq, "event %d: seq", i)
+		require.Equal(t, first+uint64(i), e.Seq, "event %d: seq", i)
 		b, err := json.Marshal(e)
 		require.NoError(t, err)
 		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))

@@ -79,9 +79,7 @@ type track struct {
 	last      Seen
 	obs       box          // the last observed box
 	obsBox    pipeline.Box // the same as the model gave it
-	stillRef  box          // the box the stationary test compares with
-	stillAt   float64      // clock when stillRef was taken
-	still     bool         // stationary now
+	still     stillness    // the stationary test
 	zs        []zoneState
 	ls        []lineState
 	inZones   []string // names of the zones it is in; shared with detections, replaced on change
@@ -393,7 +391,7 @@ func (s *Stage) start(d int32, dets []pipeline.Detection) {
 	*t = track{
 		zs: grow(t.zs, len(s.zones)), ls: grow(t.ls, len(s.lines)),
 		state: tentative, class: s.dclass[d], label: dets[d].Label,
-		det: d, fresh: true, seen0: s.clock, stillRef: s.dbox[d], stillAt: s.clock,
+		det: d, fresh: true, seen0: s.clock,
 		first: Seen{s.wall, s.pts},
 	}
 	clear(t.zs)
@@ -401,6 +399,7 @@ func (s *Stage) start(d int32, dets []pipeline.Detection) {
 		t.ls[i] = lineState{lastIn: math.NaN(), lastO: math.NaN()}
 	}
 	t.kf.init(s.dbox[d])
+	t.still.start(s.dbox[d], s.clock)
 	s.used[d] = true
 	s.tracks = append(s.tracks, t)
 }
@@ -446,19 +445,16 @@ func (s *Stage) observe(t *track, dets []pipeline.Detection) {
 // and counts start when it is confirmed.
 func (s *Stage) rules(t *track) {
 	confirmed := t.id != ""
-	if moved(t.obs, t.stillRef, s.set.stationaryMove) {
-		t.stillRef, t.stillAt, t.still = t.obs, s.clock, false
-	} else if confirmed && !t.still && s.clock-t.stillAt >= s.set.stationaryAfter {
-		t.still = true
+	if became, dur := t.still.observe(t.obs, s.clock, s.set.stationaryAfter, s.set.stationaryMove, confirmed); became {
 		e := s.emit(EventStationary, t)
-		e.Duration = s.clock - t.stillAt
+		e.Duration = dur
 	}
 	changed := false
 	for i := range s.zones {
 		z, st := &s.zones[i], &t.zs[i]
 		in := z.filter.ok(t.class, s.classNames) && z.contains(anchor(t.obs, z.anchor))
 		switch {
-		case in == st.inside || (t.still && confirmed):
+		case in == st.inside || (t.still.still && confirmed):
 			// A stationary object's membership is frozen: its box
 			// jittering over an edge never re-triggers the zone.
 			st.streak = 0
@@ -593,14 +589,6 @@ func appendOnce(list []string, name string) []string {
 	return append(list, name)
 }
 
-// moved reports whether b's edges are further from ref's than frac of
-// ref's width (left, right) or height (top, bottom).
-func moved(b, ref box, frac float64) bool {
-	w, h := frac*(ref.x2-ref.x1), frac*(ref.y2-ref.y1)
-	return math.Abs(b.x1-ref.x1) > w || math.Abs(b.x2-ref.x2) > w ||
-		math.Abs(b.y1-ref.y1) > h || math.Abs(b.y2-ref.y2) > h
-}
-
 // anchor returns the point of b that a zone or line tests.
 func anchor(b box, a Anchor) pt {
 	if a == AnchorCenter {
@@ -627,7 +615,8 @@ func (s *Stage) resize(w, h int) {
 		sx, sy := float64(w)/float64(prevW), float64(h)/float64(prevH)
 		for _, t := range s.tracks {
 			t.kf.scale(sx, sy)
-			t.obs, t.stillRef = scaleBox(t.obs, sx, sy), scaleBox(t.stillRef, sx, sy)
+			t.obs = scaleBox(t.obs, sx, sy)
+			t.still.scale(sx, sy)
 			for i := range t.ls {
 				t.ls[i].at = pt{t.ls[i].at.x * sx, t.ls[i].at.y * sy}
 			}
