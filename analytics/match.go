@@ -1,10 +1,6 @@
 package analytics
 
-import (
-	"cmp"
-	"slices"
-	"sort"
-)
+import "math"
 
 // box is an axis-aligned box in source pixels, x1 ≤ x2, y1 ≤ y2.
 type box struct{ x1, y1, x2, y2 float64 }
@@ -50,14 +46,17 @@ type edge struct {
 // does, but without building the whole rows×cols matrix: pairs of
 // different classes, and pairs whose boxes do not overlap, are gated out
 // anyway (their cost 1 is never below a limit < 1), so only overlapping
-// pairs are found (a sweep over the columns sorted by their left edge),
+// pairs are found (through a grid, see candidates),
 // the pairs are split into connected components, and each component is
 // solved on its own by the assigner. The optimum is the same as the
 // whole matrix's, since gated pairs never join two components; the work
 // is near-linear when objects are spread out, as they are in video.
 type matcher struct {
 	rows, cols side
-	order      []int32 // columns sorted by x1
+	order      []int32 // columns by grid cell
+	cellStart  []int32 // columns of cell k: order[cellStart[k]:cellStart[k+1]]
+	cellOf     []int32
+	fill       []int32
 	edges      []edge
 	parent     []int32 // union-find over rows (0..R-1) and columns (R..)
 	comp       []int32 // component of each root, -1 none
@@ -93,34 +92,79 @@ func (m *matcher) run(limit float64) []int32 {
 	return m.match
 }
 
-// candidates fills m.edges with the pairs below the limit.
+// candidates fills m.edges with the pairs below the limit. The columns
+// are binned on a uniform grid whose cells are as large as the largest
+// column box, by the cell of their top-left corner, so a row's box can
+// only overlap columns in the cells from one cell above and to the left
+// of its own top-left corner to the cell of its bottom-right corner:
+// about nine cells of a few boxes each, where a sweep along x alone
+// looked at every box in a vertical strip.
 func (m *matcher) candidates(limit float64) {
 	m.edges = m.edges[:0]
-	nc := len(m.cols.box)
-	m.order = grow(m.order, nc)
-	maxW := 0.0
-	for c := range m.order {
-		m.order[c] = int32(c)
-		maxW = max(maxW, m.cols.box[c].x2-m.cols.box[c].x1)
-	}
 	cb := m.cols.box
-	slices.SortFunc(m.order, func(a, b int32) int { return cmp.Compare(cb[a].x1, cb[b].x1) })
+	nc := len(cb)
+	minX, minY := math.Inf(1), math.Inf(1)
+	maxX, maxY := math.Inf(-1), math.Inf(-1)
+	cw, ch := 1.0, 1.0
+	for _, b := range cb {
+		minX, minY = min(minX, b.x1), min(minY, b.y1)
+		maxX, maxY = max(maxX, b.x1), max(maxY, b.y1)
+		cw, ch = max(cw, b.x2-b.x1), max(ch, b.y2-b.y1)
+	}
+	nx, ny := 0, 0
+	for {
+		nx, ny = int((maxX-minX)/cw)+1, int((maxY-minY)/ch)+1
+		if nx*ny <= 4*nc+64 {
+			break
+		}
+		cw, ch = 2*cw, 2*ch // a few tiny boxes far apart: fewer, larger cells
+	}
+	// Counting sort of the columns by cell.
+	m.cellStart = grow(m.cellStart, nx*ny+1)
+	clear(m.cellStart)
+	m.cellOf = grow(m.cellOf, nc)
+	for c, b := range cb {
+		k := int32(int((b.x1-minX)/cw) + nx*int((b.y1-minY)/ch))
+		m.cellOf[c] = k
+		m.cellStart[k+1]++
+	}
+	for i := 1; i < len(m.cellStart); i++ {
+		m.cellStart[i] += m.cellStart[i-1]
+	}
+	m.order = grow(m.order, nc)
+	m.fill = append(m.fill[:0], m.cellStart[:nx*ny]...)
+	for c := range cb {
+		k := m.cellOf[c]
+		m.order[m.fill[k]] = int32(c)
+		m.fill[k]++
+	}
 	for r, rb := range m.rows.box {
-		// Columns that can overlap rb have x1 in (rb.x1 − maxW, rb.x2).
-		lo := sort.Search(nc, func(i int) bool { return cb[m.order[i]].x1 > rb.x1-maxW })
-		for i := lo; i < nc; i++ {
-			c := m.order[i]
-			if cb[c].x1 >= rb.x2 {
-				break
-			}
-			if m.cols.class[c] != m.rows.class[r] {
-				continue
-			}
-			if cost := 1 - iou(rb, cb[c]); cost < limit {
-				m.edges = append(m.edges, edge{int32(r), c, cost})
+		ix0, ix1 := cellRange(rb.x1-cw, rb.x2, minX, cw, nx)
+		iy0, iy1 := cellRange(rb.y1-ch, rb.y2, minY, ch, ny)
+		for iy := iy0; iy <= iy1; iy++ {
+			for ix := ix0; ix <= ix1; ix++ {
+				k := ix + nx*iy
+				for _, c := range m.order[m.cellStart[k]:m.cellStart[k+1]] {
+					if m.cols.class[c] != m.rows.class[r] {
+						continue
+					}
+					if cost := 1 - iou(rb, cb[c]); cost < limit {
+						m.edges = append(m.edges, edge{int32(r), c, cost})
+					}
+				}
 			}
 		}
 	}
+}
+
+// cellRange returns the cells of a grid (n cells of size from lo) that
+// [a, b] touches, clamped to the grid; empty (i0 > i1) when outside it.
+func cellRange(a, b, lo, size float64, n int) (i0, i1 int) {
+	f0, f1 := math.Floor((a-lo)/size), math.Floor((b-lo)/size)
+	if f1 < 0 || f0 > float64(n-1) || math.IsNaN(f0+f1) {
+		return 1, 0
+	}
+	return int(max(f0, 0)), int(min(f1, float64(n-1)))
 }
 
 func (m *matcher) find(x int32) int32 {
