@@ -151,7 +151,7 @@ type Line struct {
 	// on screen with A below B (a vertical line drawn upwards), "in" is
 	// from left to right.
 	A XY `json:"a" yaml:"a,flow"`
-	B XY `json:"b" yaml:"b,flow"`
+	B XY `json:"b" yaml:"b,flow"` // see A
 	// Classes are the labels counted; empty: every class.
 	Classes []string `json:"classes,omitempty" yaml:"classes,omitempty,flow"`
 	// Anchor is the point of the box whose path is tested: bottom_center
@@ -192,10 +192,13 @@ func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
 // registry's FieldError, so the API can answer 400 with the field, after
 // prefixing "analytics.").
 type FieldError struct {
+	// Field is the path of the field, e.g. "lines[0].b".
 	Field string
-	Msg   string
+	// Msg says what is wrong with it.
+	Msg string
 }
 
+// Error returns "<field>: <msg>".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -67,50 +67,69 @@ const ReasonResolutionChanged = "resolution_changed"
 // coordinates are source pixels.
 type Event struct {
 	// Schema is SchemaVersion.
-	Schema string    `json:"schema"`
-	Type   EventType `json:"type"`
-	// StreamID and Epoch name the stream's run; Seq numbers the run's
-	// events from 0 without gaps, so "<stream>/<epoch>/<seq>" (with a
-	// marker that it is an event) is unique for good: the wiring's
-	// Nats-Msg-Id.
+	Schema string `json:"schema"`
+	// Type says what happened.
+	Type EventType `json:"type"`
+	// StreamID is the stream's id.
 	StreamID string `json:"stream_id"`
-	Epoch    string `json:"epoch"`
-	Seq      uint64 `json:"seq"`
-	// Time is the wall time of the frame the event was seen in; PTS its
-	// presentation time in seconds.
+	// Epoch names the stream's run (pipeline.NewEpoch).
+	Epoch string `json:"epoch"`
+	// Seq numbers the run's events from 0 without gaps, so that
+	// (stream, epoch, seq) names an event for good: the wiring's
+	// Nats-Msg-Id, e.g. "<stream>/<epoch>/e<seq>" (the "e" keeping it
+	// apart from the frames' ids).
+	Seq uint64 `json:"seq"`
+	// Time is the wall time of the frame the event was seen in, as the
+	// caller gave it to Observe (or Close).
 	Time time.Time `json:"time"`
-	PTS  float64   `json:"pts"`
-	// TrackID ("<epoch>-<n>"), Label and Box (the track's last observed
-	// box) are set on every event about a track.
-	TrackID string       `json:"track_id,omitempty"`
-	Label   string       `json:"label,omitempty"`
-	Box     pipeline.Box `json:"box,omitzero"`
-	// Zone is set on zone_enter, zone_exit and loiter; Line and Direction
-	// on line_cross.
-	Zone      string    `json:"zone,omitempty"`
-	Line      string    `json:"line,omitempty"`
+	// PTS is that frame's presentation time, in seconds.
+	PTS float64 `json:"pts"`
+	// TrackID is the track's id, "<epoch>-<n>"; set on every event but
+	// warnings.
+	TrackID string `json:"track_id,omitempty"`
+	// Label is the track's class (its first detection's label); set
+	// with TrackID.
+	Label string `json:"label,omitempty"`
+	// Box is the track's last observed box, in source pixels, as the
+	// model gave it; set with TrackID.
+	Box pipeline.Box `json:"box,omitzero"`
+	// Zone names the zone of a zone_enter, zone_exit or loiter.
+	Zone string `json:"zone,omitempty"`
+	// Line names the line of a line_cross.
+	Line string `json:"line,omitempty"`
+	// Direction is the way a line_cross went.
 	Direction Direction `json:"direction,omitempty"`
-	// Duration in seconds: on loiter the time in the zone, on stationary
+	// Duration, in seconds: on loiter the time in the zone, on stationary
 	// the time still, on track_end the time from first to last seen.
 	Duration float64 `json:"duration,omitempty"`
-	// FirstSeen and LastSeen (track_end): the first and last frames the
-	// track was observed in, as wall time and PTS.
+	// FirstSeen is, on track_end, the first frame the track was observed
+	// in.
 	FirstSeen *Seen `json:"first_seen,omitempty"`
-	LastSeen  *Seen `json:"last_seen,omitempty"`
-	// Zones and Lines (track_end): the zones the track entered and the
-	// lines it crossed, each once, in the order it first did; [] for none.
+	// LastSeen is, on track_end, the last frame the track was observed
+	// in.
+	LastSeen *Seen `json:"last_seen,omitempty"`
+	// Zones are, on track_end, the zones the track entered, each once, in
+	// the order it first did; [] for none.
 	Zones []string `json:"zones,omitzero"`
+	// Lines are, on track_end, the lines the track crossed, each once, in
+	// the order it first did; [] for none.
 	Lines []string `json:"lines,omitzero"`
-	// Reason and Message (warning); FrameSize is the new [width, height]
-	// and PrevFrameSize the one before, in pixels.
-	Reason        string `json:"reason,omitempty"`
-	Message       string `json:"message,omitempty"`
-	FrameSize     []int  `json:"frame_size,omitempty"`
-	PrevFrameSize []int  `json:"prev_frame_size,omitempty"`
+	// Reason says what a warning is about (ReasonResolutionChanged).
+	Reason string `json:"reason,omitempty"`
+	// Message says it in words (warnings).
+	Message string `json:"message,omitempty"`
+	// FrameSize is a resolution_changed warning's new [width, height],
+	// in pixels.
+	FrameSize []int `json:"frame_size,omitempty"`
+	// PrevFrameSize is the size before it (for the first frame: the
+	// size the geometry was drawn for).
+	PrevFrameSize []int `json:"prev_frame_size,omitempty"`
 }
 
 // Seen is a moment of a track: a frame's wall time and PTS (seconds).
 type Seen struct {
+	// Time is the frame's wall time.
 	Time time.Time `json:"time"`
-	PTS  float64   `json:"pts"`
+	// PTS is the frame's presentation time, in seconds.
+	PTS float64 `json:"pts"`
 }

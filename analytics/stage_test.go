@@ -1,6 +1,8 @@
 package analytics
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -133,6 +135,66 @@ func countDirs(evs []Event) (in, out int) {
 	}
 	return in, out
 }
+
+// A crossing made while the detector missed the walker counts when the
+// walker reappears on the other side, as long as the track lives; after
+// a gap longer than lost_after the walker is a new track, and a new
+// track's first side is where it appeared, so nothing is counted.
+func TestCrossingDuringGap(t *testing.T) {
+	for _, c := range []struct {
+		gap   float64 // seconds without detections
+		count int
+	}{{1.5, 1}, {2.5, 0}} {
+		r := newRunner(t, vline(), 30)
+		x := 400.0
+		for ; x < 600; x += 4 {
+			r.step(person(x, 400))
+		}
+		for i := 0; i < int(c.gap*30); i++ {
+			r.step()
+			x += 4
+		}
+		back := r.now()
+		for ; x < 1000; x += 4 {
+			r.step(person(x, 400))
+		}
+		crossings := r.ofType(EventLineCross)
+		require.Len(t, crossings, c.count, "gap %.1f s", c.gap)
+		if c.count == 1 {
+			require.Equal(t, back, crossings[0].PTS, "counted when the walker reappeared")
+			require.Len(t, r.ofType(EventTrackStart), 1)
+		} else {
+			require.Len(t, r.ofType(EventTrackStart), 2)
+		}
+		require.NoError(t, validateCounts(r.st.Counts()))
+	}
+}
+
+// validateCounts checks a Counts snapshot against CountsSchemaJSON.
+func validateCounts(c Counts) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	return countsSchema.Validate(v)
+}
+
+var countsSchema = func() *jsonschema.Schema {
+	d, err := jsonschema.UnmarshalJSON(bytes.NewReader(CountsSchemaJSON))
+	if err != nil {
+		panic(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("counts.schema.json", d); err != nil {
+		panic(err)
+	}
+	return c.MustCompile("counts.schema.json")
+}()
 
 // A detection flickering over the line (two frames on, one off, the two
 // on either side of it) never makes a confirmed track, so it never gets
@@ -301,6 +363,7 @@ func TestZoneEnterLoiterExit(t *testing.T) {
 	require.Equal(t, "door", r.ofType(EventZoneExit)[0].Zone)
 	require.Greater(t, r.st.CountsVersion(), v)
 	require.Equal(t, map[string]int{"person": 0}, r.st.Counts().Zones[0].Occupancy, "back to 0, still listed")
+	require.NoError(t, validateCounts(r.st.Counts()))
 	// Back in: a new stay, a new loiter.
 	for i := 0; i < 30; i++ {
 		r.step(person(110, 200), det("car", 700, 500, 120, 60, 0.9))
