@@ -1,6 +1,9 @@
 package analytics
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // zone is a Zone compiled for the stage.
 type zone struct {
@@ -123,7 +126,7 @@ func newFilter(names []string) classFilter {
 	if len(names) == 0 {
 		return classFilter{}
 	}
-	return classFilter{names: names}
+	return classFilter{names: slices.Clone(names)} // the caller keeps its config
 }
 
 // ok reports whether class c (whose name is classNames[c]) passes.

@@ -18,9 +18,8 @@ type Stage struct {
 	set             settings
 	zones           []zone
 	lines           []line
-	frameSize       []int // from the config, or nil
-	refW, refH      int   // the size the geometry is drawn for; 0: not known yet
-	curW, curH      int   // the size of the frames now; 0: none yet
+	refW, refH      int // the size the geometry is drawn for; 0: not known yet
+	curW, curH      int // the size of the frames now; 0: none yet
 
 	classes    map[string]int32 // label → class index
 	classNames []string
@@ -126,7 +125,6 @@ func (s *Stage) Reconfigure(cfg Config) error {
 		return err
 	}
 	s.set = cfg.Tracker.settings()
-	s.frameSize = cfg.FrameSize
 	if cfg.FrameSize != nil {
 		s.refW, s.refH = cfg.FrameSize[0], cfg.FrameSize[1]
 	} else {
@@ -295,7 +293,7 @@ func (s *Stage) prepare(dets []pipeline.Detection) {
 		s.dbox = append(s.dbox, b)
 		s.dclass = append(s.dclass, s.class(d.Label))
 		s.dscore = append(s.dscore, score)
-		ok := b.x2 > b.x1 && b.y2 > b.y1 && !math.IsInf(b.x1+b.y1+b.x2+b.y2, 0)
+		ok := finite(b.x1) && finite(b.y1) && finite(b.x2) && finite(b.y2) && b.x2 > b.x1 && b.y2 > b.y1
 		s.used[i] = !ok
 		switch {
 		case !ok:
@@ -306,6 +304,9 @@ func (s *Stage) prepare(dets []pipeline.Detection) {
 		}
 	}
 }
+
+// finite reports whether v is neither infinite nor NaN.
+func finite(v float64) bool { return v-v == 0 }
 
 // class returns the index of a label, adding it when new.
 func (s *Stage) class(label string) int32 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -433,6 +434,25 @@ func TestIDsAndTime(t *testing.T) {
 		d, _ = r.step(person(300, 400))
 	}
 	require.Equal(t, testEpoch+"-3", d[0].TrackID)
+}
+
+// Detections whose boxes are empty, inverted, infinite or NaN are left
+// alone: no track, no id, no panic.
+func TestBadBoxes(t *testing.T) {
+	r := newRunner(t, vline(), 30)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for i := 0; i < 5; i++ {
+		dets, _ := r.step(
+			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: -inf, Y1: 0, X2: inf, Y2: 10}},
+			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: nan, Y1: 0, X2: 10, Y2: 10}},
+			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: 10, Y1: 10, X2: 10, Y2: 30}},
+			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: 20, Y1: 10, X2: 10, Y2: 30}},
+		)
+		for _, d := range dets {
+			require.Empty(t, d.TrackID)
+		}
+	}
+	require.Empty(t, r.st.tracks)
 }
 
 // A PTS that jumps back (a discontinuity) neither panics nor ends
