@@ -111,14 +111,10 @@ func (m *matcher) candidates(limit float64) {
 		maxX, maxY = max(maxX, b.x1), max(maxY, b.y1)
 		cw, ch = max(cw, b.x2-b.x1), max(ch, b.y2-b.y1)
 	}
-	nx, ny := 0, 0
-	for {
-		nx, ny = int((maxX-minX)/cw)+1, int((maxY-minY)/ch)+1
-		if nx*ny <= 4*nc+64 {
-			break
-		}
+	for ((maxX-minX)/cw+1)*((maxY-minY)/ch+1) > float64(4*nc+64) {
 		cw, ch = 2*cw, 2*ch // a few tiny boxes far apart: fewer, larger cells
 	}
+	nx, ny := int((maxX-minX)/cw)+1, int((maxY-minY)/ch)+1
 	// Counting sort of the columns by cell.
 	m.cellStart = grow(m.cellStart, nx*ny+1)
 	clear(m.cellStart)

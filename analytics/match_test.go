@@ -20,6 +20,12 @@ func TestMatcherEqualsWholeMatrix(t *testing.T) {
 			x, y := rng.Float64()*300, rng.Float64()*300
 			return box{x, y, x + 10 + rng.Float64()*80, y + 10 + rng.Float64()*80}
 		}
+		if trial%50 == 1 { // absurdly far apart: the grid must not overflow
+			randBox = func() box {
+				x := float64(rng.IntN(2)) * 1e300
+				return box{x, 0, x + 1, 1}
+			}
+		}
 		if trial%10 == 0 { // tiny boxes far apart: the grid's cells must grow
 			randBox = func() box {
 				x, y := rng.Float64()*1e5, rng.Float64()*10

@@ -280,7 +280,8 @@ func (s *Stage) tick(pts float64) float64 {
 }
 
 // prepare converts the frame's detections and sorts them into high and
-// low scores; unusable boxes (not finite, or empty) are left out.
+// low scores; unusable boxes (empty, inverted, not finite or beyond
+// ±1e6 pixels) are left out.
 func (s *Stage) prepare(dets []pipeline.Detection) {
 	s.dbox, s.dclass, s.dscore = s.dbox[:0], s.dclass[:0], s.dscore[:0]
 	s.high, s.low = s.high[:0], s.low[:0]
@@ -305,8 +306,9 @@ func (s *Stage) prepare(dets []pipeline.Detection) {
 	}
 }
 
-// finite reports whether v is neither infinite nor NaN.
-func finite(v float64) bool { return v-v == 0 }
+// finite reports whether v is a coordinate the stage can work with: not
+// infinite, not NaN, and within ±1e6 pixels (as zones and lines are).
+func finite(v float64) bool { return math.Abs(v) <= 1e6 }
 
 // class returns the index of a label, adding it when new.
 func (s *Stage) class(label string) int32 {

@@ -447,6 +447,7 @@ func TestBadBoxes(t *testing.T) {
 			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: nan, Y1: 0, X2: 10, Y2: 10}},
 			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: 10, Y1: 10, X2: 10, Y2: 30}},
 			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: 20, Y1: 10, X2: 10, Y2: 30}},
+			pipeline.Detection{Label: "person", Score: 0.9, Box: pipeline.Box{X1: 1e30, Y1: 10, X2: 2e30, Y2: 30}},
 		)
 		for _, d := range dets {
 			require.Empty(t, d.TrackID)
