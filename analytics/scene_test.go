@@ -204,7 +204,7 @@ func runScene(t *testing.T, sc scene, fs []sframe, schema *jsonschema.Schema) sc
 }
 
 // compileSchema compiles an embedded JSON Schema.
-func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
+func compileSchema(t testing.TB, name string, doc []byte) *jsonschema.Schema {
 	t.Helper()
 	d, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func compileSchema(t *testing.T, name string, doc []byte) *jsonschema.Schema {
 
 // checkEvents validates every event against SchemaJSON and checks that
 // their sequence numbers count from first without gaps.
-func checkEvents(t *testing.T, schema *jsonschema.Schema, evs []Event, first uint64) {
+func checkEvents(t testing.TB, schema *jsonschema.Schema, evs []Event, first uint64) {
 	t.Helper()
 	for i, e := range evs {
 		require.Equal(t, first+uint64(i), e.Seq, "event %d: seq", i)

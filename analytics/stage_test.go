@@ -601,3 +601,61 @@ func TestConfigErrors(t *testing.T) {
 	require.Equal(t, "lines[0].classes[1]", fe.Field)
 	require.True(t, strings.Contains(fe.Msg, "unicorn"))
 }
+
+// Random frames of random detections (including degenerate ones, and
+// PTS that stall or go back): the stage never panics, never gives one id
+// to two detections of a frame, only gives ids of confirmed tracks, keeps
+// its occupancy non-negative, and every event is valid.
+func FuzzStage(f *testing.F) {
+	f.Add([]byte{0, 10, 20, 30, 40, 200, 1, 12, 22, 30, 40, 200, 2, 14, 24, 30, 40, 200})
+	f.Add([]byte("a person walking over the line, or several; who knows what bytes will do"))
+	schema := compileSchema(f, "analytics.schema.json", SchemaJSON)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg := Config{
+			Tracker: Tracker{ConfirmHits: 2, LostAfter: Duration(300 * time.Millisecond)},
+			Zones:   []Zone{{Name: "z", Polygon: []XY{{0, 0}, {128, 0}, {128, 128}}, MinFrames: 1}},
+			Lines:   []Line{{Name: "l", A: XY{64, 0}, B: XY{64, 255}, Debounce: Duration(100 * time.Millisecond)}},
+		}
+		st, err := New("cam1", testEpoch, cfg)
+		require.NoError(t, err)
+		var all []Event
+		pts := 0.0
+		labels := []string{"person", "car"}
+		for len(b) >= 6 {
+			// One frame: a header byte, then detections of 5 bytes each
+			// while the next header's low bits say so.
+			h := b[0]
+			b = b[1:]
+			pts += float64(int(h%8)-1) / 30 // stalls and steps back too
+			var dets []pipeline.Detection
+			for len(b) >= 5 && len(dets) < 12 {
+				x, y := float32(b[0]), float32(b[1])
+				dets = append(dets, pipeline.Detection{Label: labels[b[4]%2], Score: float32(b[4]) / 255,
+					Box: pipeline.Box{X1: x, Y1: y, X2: x + float32(b[2]%64) - 4, Y2: y + float32(b[3]%64) - 4}})
+				b = b[5:]
+				if len(b) == 0 || b[0]%4 == 0 {
+					break
+				}
+			}
+			evs := st.Observe(pts, time.Unix(1_800_000_000, 0), 256, 256, dets)
+			checkEvents(t, schema, evs, uint64(len(all)))
+			all = append(all, evs...)
+			ids := map[string]bool{}
+			for _, d := range dets {
+				if d.TrackID == "" {
+					continue
+				}
+				require.False(t, ids[d.TrackID], "two detections with %s", d.TrackID)
+				ids[d.TrackID] = true
+			}
+			for _, z := range st.Counts().Zones {
+				for _, n := range z.Occupancy {
+					require.GreaterOrEqual(t, n, 0)
+				}
+			}
+		}
+		evs := st.Close(pts, time.Unix(1_800_000_000, 0))
+		checkEvents(t, schema, evs, uint64(len(all)))
+		require.Zero(t, st.Counts().Zones[0].Total)
+	})
+}
