@@ -88,6 +88,16 @@ type Detection struct {
 	// Keypoints are model-specific landmarks in source-frame pixels, nil when
 	// the model has none (BlazeFace: eye, eye, nose, mouth, ear, ear).
 	Keypoints []Point `json:"keypoints,omitempty"`
+	// TrackID names the tracked object this detection belongs to, set by
+	// the analytics stage (package analytics) once the object's track is
+	// confirmed: "<epoch>-<n>", unique within a stream and never reused in
+	// a run. Empty without analytics, or while the track is tentative.
+	TrackID string `json:"track_id,omitempty"`
+	// Zones lists the names of the analytics zones the tracked object is
+	// in (after the zone's inertia), in the order of the stream's zones;
+	// nil outside every zone or without analytics. Read-only: the stage
+	// may share one slice between frames.
+	Zones []string `json:"zones,omitempty"`
 }
 
 // StageTimes is the wall time one frame spent in each stage.
