@@ -42,6 +42,7 @@ func exported(t *testing.T) map[string]bool {
 	m.Decoded.WithLabelValues("s").Inc()
 	m.Processed.WithLabelValues("s").Inc()
 	m.Dropped.WithLabelValues("s", "queue", "deadline").Inc()
+	m.Skipped.WithLabelValues("s", "rate_limit").Inc()
 	m.Detections.WithLabelValues("s").Inc()
 	m.Latency.WithLabelValues("s", "total").Observe(0.01)
 	m.QueueDepth.WithLabelValues("s").Set(1)

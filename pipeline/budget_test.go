@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
@@ -45,9 +46,14 @@ func TestAdmissionTokenBucket(t *testing.T) {
 	// after that: frames at 233, 433, ..., 1833 ms.
 	require.Equal(t, 2+9, admitted)
 	require.Equal(t, 60-admitted, *released, "every refused frame is released")
+	// Refused frames are skipped by policy, not lost: counted as skips,
+	// never as drops, so they raise no frame_drop alert.
 	drops, _ := s.c.Status.TakeAlert()
-	require.Equal(t, 60-admitted, drops[DropRateLimit])
-	require.Equal(t, int64(60-admitted), s.sinceLast.Load())
+	require.Empty(t, drops)
+	require.Zero(t, s.sinceLast.Load())
+	require.Equal(t, int64(60-admitted), s.skippedSince.Load())
+	require.Equal(t, float64(60-admitted), testutil.ToFloat64(s.m.m.Skipped.WithLabelValues("p", string(SkipRateLimit))))
+	require.Zero(t, testutil.CollectAndCount(s.m.m.Dropped))
 }
 
 // Deadline prediction at ingest: with a measured service time of 30 ms and

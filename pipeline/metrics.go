@@ -6,11 +6,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DropReason says why a frame was not published. Values are bounded and used
-// as the "reason" metric label.
+// DropReason says why a frame was lost: a fault (overload, an error, a
+// network burst), counted in vigil_frames_dropped_total and raised in
+// frame_drop alerts. Frames that vigil leaves out on purpose are skips
+// (SkipReason), not drops. Values are bounded and used as the "reason"
+// metric label.
 type DropReason string
 
-// Drop reasons. Later stages (latency budgets, admission) add their own.
+// Drop reasons.
 const (
 	// DropQueueFull: the queue before the engine was full and the frame was
 	// the oldest one in it (drop-oldest policy).
@@ -23,15 +26,30 @@ const (
 	// stream's own timeline (a burst after a network cut): processing it
 	// late would only add latency.
 	DropStale DropReason = "stale"
-	// DropDegraded: the stream runs at its degraded frame rate (low
-	// priority under sustained load) and this frame is over it.
-	DropDegraded DropReason = "degraded"
 	// DropDeadline: the frame could no longer be published within its
 	// stream's latency budget, judged from measured stage costs.
 	DropDeadline DropReason = "deadline"
-	// DropRateLimit: the frame came sooner than the stream's fps_limit allows.
-	DropRateLimit DropReason = "rate_limit"
 )
+
+// SkipReason says why a frame was left out by policy: the configuration
+// or the load-shedding policy asked for it, so it is not lost and not a
+// fault. Skips are counted in vigil_frames_skipped_total{stream,reason} and
+// in the message's skipped_since_last, never in drops, alerts or the drop
+// ratio. Values are bounded and used as the "reason" metric label.
+type SkipReason string
+
+// Skip reasons.
+const (
+	// SkipRateLimit: the frame came sooner than the stream's fps_limit
+	// allows (the admission token bucket had no token).
+	SkipRateLimit SkipReason = "rate_limit"
+	// SkipDegraded: the stream runs at its degraded frame rate (low
+	// priority under sustained load) and this frame is over it.
+	SkipDegraded SkipReason = "degraded"
+)
+
+// skipReasons lists every SkipReason, in the order of streamMetrics.skips.
+var skipReasons = [...]SkipReason{SkipRateLimit, SkipDegraded}
 
 // Stage names, used as the "stage" metric label.
 const (
@@ -49,9 +67,14 @@ const (
 // registry with NewMetrics and share it between streams; label values are
 // stream ids, stage names and DropReason values, all bounded.
 type Metrics struct {
-	Decoded    *prometheus.CounterVec   // vigil_frames_decoded_total{stream}
-	Processed  *prometheus.CounterVec   // vigil_frames_processed_total{stream}
-	Dropped    *prometheus.CounterVec   // vigil_frames_dropped_total{stream,stage,reason}
+	Decoded   *prometheus.CounterVec // vigil_frames_decoded_total{stream}
+	Processed *prometheus.CounterVec // vigil_frames_processed_total{stream}
+	Dropped   *prometheus.CounterVec // vigil_frames_dropped_total{stream,stage,reason}: faults only
+	// Skipped counts frames left out by policy (SkipReason):
+	// vigil_frames_skipped_total{stream,reason}. Each stream's series of
+	// every reason exist from its start (at 0), so that rate() sees the
+	// first skip and rules can subtract skips from decoded frames.
+	Skipped    *prometheus.CounterVec
 	Detections *prometheus.CounterVec   // vigil_detections_total{stream}
 	Latency    *prometheus.HistogramVec // vigil_stage_latency_seconds{stream,stage}
 	QueueDepth *prometheus.GaugeVec     // vigil_queue_depth_frames{stream}
@@ -113,8 +136,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "vigil_frames_processed_total", Help: "Frames run through the model and published.",
 		}, []string{"stream"}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vigil_frames_dropped_total", Help: "Frames dropped before publishing, by stage and reason.",
+			Name: "vigil_frames_dropped_total", Help: "Frames lost before publishing (overload, errors, network bursts), by stage and reason; frames skipped by policy are in vigil_frames_skipped_total.",
 		}, []string{"stream", "stage", "reason"}),
+		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_frames_skipped_total", Help: "Frames left out on purpose, by reason: rate_limit (fps_limit), degraded (degraded frame rate).",
+		}, []string{"stream", "reason"}),
 		Detections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_detections_total", Help: "Detections published.",
 		}, []string{"stream"}),
@@ -175,7 +201,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"model", "batch"})
 	if reg != nil {
 		reg.MustRegister(m.PTSDiscontinuities)
-		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.StreamState, m.Degraded,
+		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Skipped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.StreamState, m.Degraded,
 			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.BatchLate, m.GPUStage, m.GPULaunch)
 	}
 	return m
@@ -188,6 +214,7 @@ func (m *Metrics) Forget(stream string) {
 	m.Decoded.DeletePartialMatch(l)
 	m.Processed.DeletePartialMatch(l)
 	m.Dropped.DeletePartialMatch(l)
+	m.Skipped.DeletePartialMatch(l)
 	m.Detections.DeletePartialMatch(l)
 	m.Latency.DeletePartialMatch(l)
 	m.QueueDepth.DeletePartialMatch(l)
@@ -248,6 +275,7 @@ type streamMetrics struct {
 	state                          stateGauges
 	queueDepth                     prometheus.Gauge
 	stages                         [7]prometheus.Observer // in stageOrder
+	skips                          [len(skipReasons)]prometheus.Counter
 	m                              *Metrics
 	stream                         string
 	status                         *Status
@@ -272,12 +300,25 @@ func (m *Metrics) forStream(stream string) *streamMetrics {
 	for i, s := range stageOrder {
 		sm.stages[i] = m.Latency.WithLabelValues(stream, s)
 	}
+	for i, r := range skipReasons {
+		sm.skips[i] = m.Skipped.WithLabelValues(stream, string(r))
+	}
 	return sm
 }
 
 func (sm *streamMetrics) drop(stage string, r DropReason) {
 	sm.m.Dropped.WithLabelValues(sm.stream, stage, string(r)).Inc()
 	sm.status.dropped(r)
+}
+
+func (sm *streamMetrics) skip(r SkipReason) {
+	for i, x := range skipReasons {
+		if x == r {
+			sm.skips[i].Inc()
+			return
+		}
+	}
+	sm.m.Skipped.WithLabelValues(sm.stream, string(r)).Inc()
 }
 
 // observe records one published frame's stage times.

@@ -155,13 +155,16 @@ type Result struct {
 	// disconnected (sent on reconnect, lost if the connection closes
 	// first). Such results count as published, and are shown apart.
 	Buffered bool
-	// DroppedSinceLast counts this stream's frames dropped since the
-	// previous published result.
+	// DroppedSinceLast counts this stream's frames lost (DropReason)
+	// since the previous published result.
 	DroppedSinceLast int
 	// Discontinuity: this frame, or a frame dropped since the previous
 	// published result, started a new source timeline
 	// (Frame.Discontinuity).
 	Discontinuity bool
+	// SkippedSinceLast counts this stream's frames skipped by policy
+	// (SkipReason) since the previous published result.
+	SkippedSinceLast int
 }
 
 // Source produces decoded frames from one camera, URL or file.

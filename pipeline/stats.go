@@ -10,8 +10,8 @@ import (
 )
 
 // Stats keeps the per-stream numbers behind the progress line: frames in
-// (decoded) and out (published), drops, detections and end-to-end latency
-// samples, reset at every Snapshot. It is safe for concurrent use.
+// (decoded) and out (published), drops (faults), skips (policy), detections
+// and end-to-end latency samples, reset at every Snapshot. It is safe for concurrent use.
 type Stats struct {
 	mu      sync.Mutex
 	streams map[string]*streamStats
@@ -19,9 +19,9 @@ type Stats struct {
 }
 
 type streamStats struct {
-	in, out, dropped, dets int
-	buffered               int             // of out: held by the sink (Result.Buffered)
-	lat                    []time.Duration // Total latencies since the last snapshot
+	in, out, dropped, skipped, dets int
+	buffered                        int             // of out: held by the sink (Result.Buffered)
+	lat                             []time.Duration // Total latencies since the last snapshot
 }
 
 // maxLatencySamples bounds memory per stream between two snapshots; at
@@ -52,6 +52,12 @@ func (s *Stats) addIn(id string) {
 func (s *Stats) addDrop(id string) {
 	s.mu.Lock()
 	s.get(id).dropped++
+	s.mu.Unlock()
+}
+
+func (s *Stats) addSkip(id string) {
+	s.mu.Lock()
+	s.get(id).skipped++
 	s.mu.Unlock()
 }
 
@@ -96,9 +102,10 @@ type StreamSnapshot struct {
 	P50, P99 time.Duration
 	// DetsPerSec is detections published per second.
 	DetsPerSec float64
-	// In, Out and Dropped count decoded, published and dropped frames in
-	// the interval; Buffered counts the published ones the sink held.
-	In, Out, Dropped, Buffered int
+	// In, Out, Dropped and Skipped count decoded, published, lost
+	// (DropReason) and skipped (SkipReason) frames in the interval;
+	// Buffered counts the published ones the sink held.
+	In, Out, Dropped, Skipped, Buffered int
 }
 
 // Snapshot returns every stream's numbers since the previous Snapshot (or
@@ -116,7 +123,7 @@ func (s *Stats) Snapshot() []StreamSnapshot {
 	for id, st := range s.streams {
 		snap := StreamSnapshot{
 			ID: id, FPSIn: float64(st.in) / secs, FPSOut: float64(st.out) / secs, FPSBuffered: float64(st.buffered) / secs,
-			DetsPerSec: float64(st.dets) / secs, In: st.in, Out: st.out, Dropped: st.dropped, Buffered: st.buffered,
+			DetsPerSec: float64(st.dets) / secs, In: st.in, Out: st.out, Dropped: st.dropped, Skipped: st.skipped, Buffered: st.buffered,
 		}
 		snap.P50, snap.P99 = Percentile(st.lat, 50), Percentile(st.lat, 99)
 		out = append(out, snap)
@@ -148,6 +155,9 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 // 12 s"; may be empty):
 //
 //	cam1  in 24.0 fps  out 24.0 fps (24.0 buffered, NATS down 12 s)  p50 ...
+//
+// A stream that skipped frames by policy in the interval (fps_limit,
+// degraded rate) ends its line with "skipped N": those are not lost.
 func WriteProgress(w io.Writer, snaps []StreamSnapshot, held string) {
 	for _, s := range snaps {
 		out := ""
@@ -158,8 +168,12 @@ func WriteProgress(w io.Writer, snaps []StreamSnapshot, held string) {
 			}
 			out += ")"
 		}
-		fmt.Fprintf(w, "%-16s in %5.1f fps  out %5.1f fps%s  p50 %6.1f ms  p99 %6.1f ms  %5.1f det/s  dropped %d\n",
+		fmt.Fprintf(w, "%-16s in %5.1f fps  out %5.1f fps%s  p50 %6.1f ms  p99 %6.1f ms  %5.1f det/s  dropped %d",
 			s.ID, s.FPSIn, s.FPSOut, out, ms(s.P50), ms(s.P99), s.DetsPerSec, s.Dropped)
+		if s.Skipped > 0 {
+			fmt.Fprintf(w, "  skipped %d", s.Skipped)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

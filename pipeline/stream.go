@@ -198,8 +198,9 @@ type stream struct {
 	// engine is no LoadReporter), publish is Sink.Publish.
 	service, publish EWMA
 	lastServe        atomic.Int64 // unix ns of the last Detect without a gate
-	// sinceLast counts drops since the last published message.
-	sinceLast atomic.Int64
+	// sinceLast counts drops, and skippedSince skips, since the last
+	// published message.
+	sinceLast, skippedSince atomic.Int64
 	// breaks carries timeline breaks to the next published message.
 	breaks breaks
 }
@@ -300,7 +301,7 @@ func (s *stream) emit(f *Frame) {
 	if s.c.Status.degraded.Load() {
 		if s.hasDegPTS && f.PTS >= s.degPTS && f.PTS-s.degPTS < 0.99/s.c.DegradedFPS {
 			f.Image.Release()
-			s.dropped(StageIngest, DropDegraded)
+			s.skipped(SkipDegraded)
 			return
 		}
 		s.degPTS, s.hasDegPTS = f.PTS, true
@@ -310,7 +311,7 @@ func (s *stream) emit(f *Frame) {
 	// bucket needs.
 	if s.admit != nil && !s.admit.AllowN(f.Decoded, 1) {
 		f.Image.Release()
-		s.dropped(StageIngest, DropRateLimit)
+		s.skipped(SkipRateLimit)
 		return
 	}
 	if s.c.Budget > 0 {
@@ -362,11 +363,22 @@ func (s *stream) late(f *Frame, rest time.Duration) bool {
 	return rest > 0 && time.Now().Add(rest).After(f.Arrival.Add(s.c.Budget))
 }
 
+// dropped counts a lost frame (a fault); see DropReason.
 func (s *stream) dropped(stage string, r DropReason) {
 	s.sinceLast.Add(1)
 	s.m.drop(stage, r)
 	if s.c.Stats != nil {
 		s.c.Stats.addDrop(s.c.ID)
+	}
+}
+
+// skipped counts a frame left out by policy; see SkipReason. Skips raise
+// no alert.
+func (s *stream) skipped(r SkipReason) {
+	s.skippedSince.Add(1)
+	s.m.skip(r)
+	if s.c.Stats != nil {
+		s.c.Stats.addSkip(s.c.ID)
 	}
 }
 
@@ -440,8 +452,8 @@ func (s *stream) work(ctx context.Context) {
 			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe, Corrupt: f.Corrupt,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
 			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget,
-			DroppedSinceLast: int(s.sinceLast.Swap(0)),
-			Discontinuity:    s.breaks.upTo(f.Seq),
+			DroppedSinceLast: int(s.sinceLast.Swap(0)), SkippedSinceLast: int(s.skippedSince.Swap(0)),
+			Discontinuity: s.breaks.upTo(f.Seq),
 		}
 		t1 := time.Now()
 		err = s.c.Sink.Publish(ctx, &res)

@@ -51,9 +51,15 @@ type Message struct {
 	BudgetMS float64 `json:"budget_ms"`
 	// OverBudget: latency_ms.total exceeded budget_ms.
 	OverBudget bool `json:"over_budget"`
-	// DroppedSinceLast counts this stream's frames dropped (any reason)
-	// since the previous message; with seq gaps it accounts for every frame.
+	// DroppedSinceLast counts this stream's frames lost (a fault: overload,
+	// errors, network bursts; pipeline.DropReason) since the previous
+	// message.
 	DroppedSinceLast int `json:"dropped_since_last"`
+	// SkippedSinceLast counts this stream's frames skipped by policy
+	// (fps_limit, degraded rate; pipeline.SkipReason)
+	// since the previous message. With DroppedSinceLast it accounts for
+	// every seq gap.
+	SkippedSinceLast int `json:"skipped_since_last"`
 }
 
 // Latency is per-stage wall time in milliseconds; see pipeline.StageTimes.
@@ -89,7 +95,7 @@ func stamp(r *pipeline.Result) Message {
 		Schema: SchemaVersion, StreamID: r.StreamID, Epoch: r.Epoch, Labels: r.Labels, Seq: r.Seq, PTS: r.PTS, Keyframe: r.Keyframe, Corrupt: r.Corrupt, Discontinuity: r.Discontinuity,
 		CaptureTime: r.Capture.UTC(), PublishTime: now.UTC(), Width: r.Width, Height: r.Height,
 		Model: r.Model, Detections: dets, BudgetMS: msec(r.Budget), OverBudget: r.OverBudget,
-		DroppedSinceLast: r.DroppedSinceLast,
+		DroppedSinceLast: r.DroppedSinceLast, SkippedSinceLast: r.SkippedSinceLast,
 		LatencyMS: Latency{
 			Decode: msec(st.Decode), Queue: msec(st.Queue), Preprocess: msec(st.Preprocess), Infer: msec(st.Infer),
 			Postprocess: msec(st.Postprocess), Publish: msec(st.Publish), Total: msec(st.Total),

@@ -49,7 +49,8 @@ const (
 // Window apart, and writes a health report: GPU utilisation (above 70 %, not
 // under 30 %), GPU memory use (under 80 %), the engine-time tail (P99 under
 // 3× the mean), queue delay (mean under 5 ms), the host↔device copy share
-// (under 15 % of batch time), frames dropped (under 20 %), the NATS
+// (under 15 % of batch time), the frames lost (under 20 % of those not
+// skipped by policy; skips are shown, never warned about), the NATS
 // connection (connected, nothing undelivered), how many streams run, and
 // one line for each stream that does not run (vigil_stream_state at the
 // second scrape). Each line gives the measured value, the threshold and the
@@ -284,19 +285,28 @@ func counterTotal(f families, name string) float64 {
 	return sum
 }
 
-// dropCheck is the outcome the other lines explain: the share of decoded
-// frames that were not published in the window (20 % is where the
-// VigilHighDropRatio alert starts).
+// dropCheck is the outcome the other lines explain: the share of the
+// frames vigil meant to process (decoded, less those skipped by policy)
+// that were lost in the window (20 % is where the VigilHighDropRatio alert
+// starts). Frames skipped by policy (fps_limit, degraded rate) are not
+// lost: they are shown beside it and never warn.
 func dropCheck(a, b families) Check {
-	c := Check{Name: "frames dropped", Threshold: "< 20 % of decoded"}
-	decoded := counterTotal(b, "vigil_frames_decoded_total") - counterTotal(a, "vigil_frames_decoded_total")
-	dropped := counterTotal(b, "vigil_frames_dropped_total") - counterTotal(a, "vigil_frames_dropped_total")
+	c := Check{Name: "frames dropped", Threshold: "< 20 % of admitted"}
+	delta := func(name string) float64 { return counterTotal(b, name) - counterTotal(a, name) }
+	decoded, dropped, skipped := delta("vigil_frames_decoded_total"), delta("vigil_frames_dropped_total"), delta("vigil_frames_skipped_total")
 	if decoded <= 0 {
 		c.Advice = "no frame decoded in the window: are the streams up? (vigil streams ls)"
 		return c
 	}
-	ratio := dropped / decoded
+	admitted := decoded - skipped
+	ratio := 0.0
+	if admitted > 0 {
+		ratio = dropped / admitted
+	}
 	c.Measured = fmt.Sprintf("%.0f %%", 100*ratio)
+	if skipped > 0 {
+		c.Measured += fmt.Sprintf(" (%.0f %% skipped by policy)", 100*skipped/decoded)
+	}
 	c.OK = ratio < 0.2
 	c.Advice = "see vigil_frames_dropped_total by reason: deadline/queue_full mean too little engine capacity for the load (fewer streams, a lighter model, fps_limit, a larger budget)"
 	return c

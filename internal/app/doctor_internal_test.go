@@ -71,3 +71,32 @@ vigil_gpu_batch_stage_seconds_count{model="m",batch="1",stage="infer"} 10
 	require.False(t, gpu.OK)
 	require.Contains(t, gpu.Advice, "CUDA graphs")
 }
+
+// The drop line judges frames lost against the frames vigil meant to
+// process (decoded less skipped by policy): skips alone never warn, and
+// losses among few admitted frames do.
+func TestDropCheckSkipsAreNotLosses(t *testing.T) {
+	counters := func(decoded, dropped, skipped int) families {
+		return parseFamilies(t, `# TYPE vigil_frames_decoded_total counter
+vigil_frames_decoded_total{stream="cam"} `+strconv.Itoa(decoded)+`
+# TYPE vigil_frames_dropped_total counter
+vigil_frames_dropped_total{stream="cam",stage="queue",reason="deadline"} `+strconv.Itoa(dropped)+`
+# TYPE vigil_frames_skipped_total counter
+vigil_frames_skipped_total{stream="cam",reason="rate_limit"} `+strconv.Itoa(skipped)+`
+`)
+	}
+	a := counters(0, 0, 0)
+	// fps_limit 10 on a 25 fps camera: 60 % skipped, nothing lost.
+	c := dropCheck(a, counters(250, 0, 150))
+	require.True(t, c.OK)
+	require.Equal(t, "0 % (60 % skipped by policy)", c.Measured)
+	// fps_limit 5: 20 of 25 fps skipped, 2 of the 5 admitted lost: 8 % of
+	// decoded frames, but 40 % of the frames it was meant to process.
+	c = dropCheck(a, counters(250, 20, 200))
+	require.False(t, c.OK)
+	require.Equal(t, "40 % (80 % skipped by policy)", c.Measured)
+	// No skips: as before, lost over decoded.
+	c = dropCheck(a, counters(100, 30, 0))
+	require.False(t, c.OK)
+	require.Equal(t, "30 %", c.Measured)
+}

@@ -120,7 +120,9 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	_, ok := lowEvents.first("degraded", time.Time{})
 	require.True(t, ok, "a degraded event on vigil.o15.events: %v", lowEvents.all())
 	require.Equal(t, 1.0, metricValue(t, v, `vigil_stream_degraded{stream="o15"}`))
-	require.Positive(t, metricValue(t, v, `vigil_frames_dropped_total{reason="degraded",stage="ingest",stream="o15"}`))
+	// Skipped by policy, not lost: in vigil_frames_skipped_total only.
+	require.Positive(t, metricValue(t, v, `vigil_frames_skipped_total{reason="degraded",stream="o15"}`))
+	require.Zero(t, metricValue(t, v, `vigil_frames_dropped_total{reason="degraded",stage="ingest",stream="o15"}`))
 	require.Zero(t, metricValue(t, v, `vigil_stream_degraded{stream="o00"}`), "high priority is not degraded")
 
 	// Isolation: the high-priority stream has its own engine instance and

@@ -274,7 +274,8 @@ type Pipeline struct {
 	MaxQueueDelayUS int `yaml:"max_queue_delay_us"`
 	// AlertInterval is the least time between two alerts of one kind
 	// (frame_drop, budget_miss) for one stream on
-	// `<prefix>.<stream_id>.alerts`; at least 100ms.
+	// `<prefix>.<stream_id>.alerts`; at least 100ms. frame_drop counts
+	// frames lost, never frames skipped by policy.
 	AlertInterval Duration `yaml:"alert_interval"`
 }
 
@@ -313,8 +314,10 @@ type Stream struct {
 	// vigil_rtp_packets_lost_total (docs/architecture.md, "Input faults").
 	Transport string `yaml:"transport"`
 	// FPSLimit is an admission token bucket's rate, in frames per second by
-	// arrival time (0: none); refused frames are dropped as rate_limit.
-	// FPSBurst is the bucket's size (0: 1).
+	// decode time (0: none); refused frames are skipped by policy
+	// (vigil_frames_skipped_total{reason="rate_limit"}, skipped_since_last):
+	// not lost, no alert, not in the drop ratio. FPSBurst is the bucket's
+	// size (0: 1).
 	FPSLimit float64 `yaml:"fps_limit"`
 	FPSBurst int     `yaml:"fps_burst"`
 	// BudgetMS is the stream's latency budget in ms (0:
