@@ -29,6 +29,9 @@ type Gate struct {
 	per     EWMA         // mean time fn holds the engine (SRTT-like)
 	dev     EWMA         // mean absolute deviation from per (RTTVAR-like)
 	lastRun atomic.Int64 // unix ns when fn last finished; 0: never
+	// warmed: the first run was done (and, being a warm-up, not
+	// measured; see Do). Only the caller holding the engine touches it.
+	warmed bool
 }
 
 // StaleEstimate is how long an engine may sit idle before its measured
@@ -101,7 +104,9 @@ func (g *Gate) Load() (waiting int, perFrame time.Duration) {
 // Do waits for the engine in deadline order, then runs fn unless
 // now + a conservative per-frame time (see bound) + margin is past deadline (then it returns ErrLate
 // without running fn). A zero deadline never expires. It returns
-// ctx.Err() if ctx ends while waiting.
+// ctx.Err() if ctx ends while waiting. The first run of a new gate is a
+// warm-up: it is not refused (nothing is measured yet) and its time is not
+// taken as a sample.
 func (g *Gate) Do(ctx context.Context, deadline time.Time, margin time.Duration, fn func()) error {
 	g.mu.Lock()
 	if g.busy {
@@ -135,19 +140,38 @@ func (g *Gate) Do(ctx context.Context, deadline time.Time, margin time.Duration,
 	}
 	t0 := time.Now()
 	fn()
-	d := time.Since(t0)
-	switch per := g.per.Get(); {
-	case wasStale: // a fresh measurement replaces the stale estimate
-		g.per.Reset(d)
-		g.dev.Reset(d / 4)
-	case per > 0:
-		g.dev.Add((d - per).Abs())
-		g.per.Add(d)
-	default:
-		g.per.Add(d)
-	}
+	g.record(time.Since(t0), wasStale)
 	g.lastRun.Store(time.Now().UnixNano())
 	return nil
+}
+
+// record takes d, one run's time, into the estimate; the caller holds the
+// engine.
+func (g *Gate) record(d time.Duration, wasStale bool) {
+	switch per := g.per.Get(); {
+	case per == 0 && !g.warmed:
+		// The first frame through an engine pays first-use costs that
+		// later frames do not (its scaler context at the stream's
+		// resolution, cold caches; measured 86 ms against 15 ms after,
+		// for BlazeFace on 720×528). As a sample it would set the
+		// deviation to 70 ms, the bound (mean + 4 × deviation) past a
+		// 200 ms budget, and every frame of the first connect would be
+		// refused until StaleEstimate had passed: a frame_drop alert at
+		// every start. It is not measured.
+		g.warmed = true
+	case wasStale || per == 0:
+		// A first measurement, or a fresh one replacing a stale
+		// estimate, seeds the deviation with a quarter of it (RFC 6298
+		// seeds RTTVAR with half the first round trip), so that the next
+		// deviation is averaged in rather than taken whole: one
+		// contended run after the first would otherwise set the bound
+		// to several times the engine's time.
+		g.per.Reset(d)
+		g.dev.Reset(d / 4)
+	default:
+		g.dev.Add((d - per).Abs())
+		g.per.Add(d)
+	}
 }
 
 // bound is a conservative engine time for one frame: mean + 4 × mean

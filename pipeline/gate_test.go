@@ -103,3 +103,28 @@ func TestGateEstimateRecovers(t *testing.T) {
 	require.Less(t, per, 100*time.Millisecond, "the fresh measurement replaced the stale estimate")
 	require.NoError(t, g.Do(context.Background(), time.Now().Add(100*time.Millisecond), 0, func() {}), "and frames flow again")
 }
+
+// The first frame through a new engine is slow (first-use costs at its
+// resolution); taken as a sample, it would inflate the deviation so that
+// the frames after it are refused although the engine serves them in a
+// fraction of their budget. It is a warm-up, not a sample; and the first
+// sample seeds the deviation, so that one contended run after it is
+// averaged in rather than taken whole.
+func TestGateFirstRunIsWarmUp(t *testing.T) {
+	g := NewGate()
+	err := g.Do(context.Background(), time.Now().Add(200*time.Millisecond), 0, func() { time.Sleep(90 * time.Millisecond) })
+	require.NoError(t, err, "nothing measured yet: not refused")
+	_, per := g.Load()
+	require.Zero(t, per, "the warm-up is not a sample")
+
+	// Exact samples (Do measures wall time, which a loaded machine
+	// stretches): 10 ms, then one contended 60 ms run. Mean 16.25 ms,
+	// deviation 2.5 + (50 − 2.5)/8 = 8.4 ms: bound 50 ms. Taken whole,
+	// the deviation would be 50 ms and the bound 216 ms.
+	g.record(10*time.Millisecond, false)
+	g.record(60*time.Millisecond, false)
+	require.InDelta(t, 50, g.bound().Seconds()*1000, 1, "bound %s", g.bound())
+	ran := false
+	require.NoError(t, g.Do(context.Background(), time.Now().Add(200*time.Millisecond), 0, func() { ran = true }))
+	require.True(t, ran, "a frame with 200 ms left is served")
+}
