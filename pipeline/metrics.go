@@ -46,10 +46,16 @@ const (
 	// SkipDegraded: the stream runs at its degraded frame rate (low
 	// priority under sustained load) and this frame is over it.
 	SkipDegraded SkipReason = "degraded"
+	// SkipCatchUp: the frame belongs to the burst a live source delivers
+	// faster than real time right after a (re)connect (what the demuxer
+	// buffered while probing the stream), and a newer frame of the same
+	// burst replaced it in the queue before the engine took it: vigil
+	// goes to the live edge instead of working through the backlog.
+	SkipCatchUp SkipReason = "catch_up"
 )
 
 // skipReasons lists every SkipReason, in the order of streamMetrics.skips.
-var skipReasons = [...]SkipReason{SkipRateLimit, SkipDegraded}
+var skipReasons = [...]SkipReason{SkipRateLimit, SkipDegraded, SkipCatchUp}
 
 // Stage names, used as the "stage" metric label.
 const (
@@ -139,7 +145,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "vigil_frames_dropped_total", Help: "Frames lost before publishing (overload, errors, network bursts), by stage and reason; frames skipped by policy are in vigil_frames_skipped_total.",
 		}, []string{"stream", "stage", "reason"}),
 		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vigil_frames_skipped_total", Help: "Frames left out on purpose, by reason: rate_limit (fps_limit), degraded (degraded frame rate).",
+			Name: "vigil_frames_skipped_total", Help: "Frames left out on purpose, by reason: rate_limit (fps_limit), degraded (degraded frame rate), catch_up (the burst after a connect).",
 		}, []string{"stream", "reason"}),
 		Detections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_detections_total", Help: "Detections published.",

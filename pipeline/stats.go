@@ -157,7 +157,7 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 //	cam1  in 24.0 fps  out 24.0 fps (24.0 buffered, NATS down 12 s)  p50 ...
 //
 // A stream that skipped frames by policy in the interval (fps_limit,
-// degraded rate) ends its line with "skipped N": those are not lost.
+// degraded rate, connect catch-up) ends its line with "skipped N": those are not lost.
 func WriteProgress(w io.Writer, snaps []StreamSnapshot, held string) {
 	for _, s := range snaps {
 		out := ""

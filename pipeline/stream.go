@@ -189,6 +189,7 @@ type stream struct {
 	got   bool // the current connection delivered a frame (ingest goroutine only)
 	ended bool // a non-live source reached its end
 	stale staleness
+	catch catchUp       // the burst after a connect (live sources)
 	admit *rate.Limiter // nil: no admission limit
 	// degPTS is the PTS of the last frame kept while degraded.
 	degPTS    float64
@@ -234,6 +235,7 @@ func (s *stream) ingest(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		s.got = false
 		s.stale = staleness{} // a new connection has a new timeline
+		s.catch = catchUp{}   // and starts with a burst
 		err := s.runSource(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -314,14 +316,27 @@ func (s *stream) emit(f *Frame) {
 		s.skipped(SkipRateLimit)
 		return
 	}
+	burst := s.c.Live && !s.c.Lossless && s.catch.inBurst(f)
 	if s.c.Budget > 0 {
 		// Frames ahead of this one once it is queued (drop-oldest keeps at
-		// most QueueSize-1 of the current ones).
+		// most QueueSize-1 of the current ones; a burst frame replaces
+		// them).
 		ahead := min(s.q.Len(), s.c.QueueSize-1)
+		if burst {
+			ahead = 0
+		}
 		if s.late(f, s.predict(ahead+1)) {
 			f.Image.Release()
 			s.dropped(StageIngest, DropDeadline)
 			return
+		}
+	}
+	if burst {
+		// The live edge first: frames of the burst still waiting are
+		// older history than this one.
+		for _, old := range s.q.Drain() {
+			old.Image.Release()
+			s.skipped(SkipCatchUp)
 		}
 	}
 	if s.c.Lossless {
@@ -524,6 +539,61 @@ func (st *staleness) isStale(f *Frame, after time.Duration) bool {
 	}
 	if f.Arrival.Sub(st.staleSince) > after { // PTS jumped back: re-anchor
 		st.minOffset, st.staleSince = off, time.Time{}
+		return false
+	}
+	return true
+}
+
+// The connect burst (catchUp) lasts while the stream keeps gaining on the
+// wall clock: at least catchUpGain in every catchUpQuiet of stream time,
+// i.e. while frames come more than ~7 % faster than real time. A live
+// frame's decoder output time varies with its decode time (a few ms; an HD
+// I-frame about 10 ms) and scheduling, but it cannot come earlier than the
+// stream's own timeline allows, so once the buffer is drained the stream
+// stops gaining. catchUpMax bounds the burst in stream time: FFmpeg buffers
+// at most its analyzeduration while probing (decode sets 1 s for live
+// sources; 5 s is FFmpeg's default); a source still ahead of real time
+// after that is not catching up but faster than real time (such as a file
+// over HTTP), and the queue's ordinary policy applies.
+const (
+	catchUpGain  = 20 * time.Millisecond
+	catchUpQuiet = 300 * time.Millisecond
+	catchUpMax   = 5 * time.Second
+)
+
+// catchUp recognises the burst that starts every connection to a live
+// source: the packets the demuxer buffered while probing the stream
+// (avformat_find_stream_info reads about analyzeduration of it) come out
+// of av_read_frame at once, so their frames leave the decoder faster than
+// real time. It follows offset = Decoded − PTS (Decoded, unlike Arrival,
+// never goes back with B-frames), which falls while frames come faster
+// than real time and stays flat once they come as the camera sends them.
+// A decoder barely faster than real time ends the burst early; the rest of
+// it then meets the queue's ordinary drop-oldest policy.
+type catchUp struct {
+	started, done bool
+	firstPTS      float64       // s
+	gainPTS       float64       // s, PTS of the frame that last gained catchUpGain
+	anchor        time.Duration // offset at that frame
+}
+
+// inBurst reports whether f, the next frame of the connection, belongs to
+// its connect burst. The first frame does: the queue it would clear holds
+// at most frames of the previous connection, older still.
+func (c *catchUp) inBurst(f *Frame) bool {
+	if c.done {
+		return false
+	}
+	off := time.Duration(f.Decoded.UnixNano() - int64(f.PTS*1e9))
+	if !c.started {
+		c.started, c.firstPTS, c.gainPTS, c.anchor = true, f.PTS, f.PTS, off
+		return true
+	}
+	if off < c.anchor-catchUpGain {
+		c.gainPTS, c.anchor = f.PTS, off
+	}
+	if f.PTS < c.firstPTS || f.PTS-c.gainPTS > catchUpQuiet.Seconds() || f.PTS-c.firstPTS > catchUpMax.Seconds() {
+		c.done = true // drained, a timestamp step, or not a connect burst
 		return false
 	}
 	return true

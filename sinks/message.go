@@ -56,7 +56,7 @@ type Message struct {
 	// message.
 	DroppedSinceLast int `json:"dropped_since_last"`
 	// SkippedSinceLast counts this stream's frames skipped by policy
-	// (fps_limit, degraded rate; pipeline.SkipReason)
+	// (fps_limit, degraded rate, connect catch-up; pipeline.SkipReason)
 	// since the previous message. With DroppedSinceLast it accounts for
 	// every seq gap.
 	SkippedSinceLast int `json:"skipped_since_last"`

@@ -288,8 +288,8 @@ func counterTotal(f families, name string) float64 {
 // dropCheck is the outcome the other lines explain: the share of the
 // frames vigil meant to process (decoded, less those skipped by policy)
 // that were lost in the window (20 % is where the VigilHighDropRatio alert
-// starts). Frames skipped by policy (fps_limit, degraded rate) are not
-// lost: they are shown beside it and never warn.
+// starts). Frames skipped by policy (fps_limit, degraded rate, connect
+// catch-up) are not lost: they are shown beside it and never warn.
 func dropCheck(a, b families) Check {
 	c := Check{Name: "frames dropped", Threshold: "< 20 % of admitted"}
 	delta := func(name string) float64 { return counterTotal(b, name) - counterTotal(a, name) }

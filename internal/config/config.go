@@ -242,7 +242,10 @@ type TensorRT struct {
 // Pipeline holds defaults for every stream.
 type Pipeline struct {
 	// QueueSize is the frames waiting for the engine, per stream (1 to
-	// 1000); when full the oldest is dropped (queue_full).
+	// 1000); when full the oldest is dropped (queue_full). During the burst
+	// that follows each connect of a live stream a new frame replaces the
+	// waiting ones instead, which are skipped as catch_up
+	// (docs/architecture.md).
 	QueueSize int `yaml:"queue_size"`
 	// ProgressInterval is the period of the progress lines on stderr; 0s
 	// disables them.
