@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
 
@@ -23,7 +24,7 @@ func policyStream(c StreamConfig) (*stream, *int) {
 	if c.QueueSize == 0 {
 		c.QueueSize = 4
 	}
-	s := &stream{c: c, q: NewQueue(c.QueueSize), m: NewMetrics(nil).forStream("p"), ctx: context.Background()}
+	s := &stream{c: c, q: NewQueue(c.QueueSize), m: NewMetrics(nil).forStream("p"), log: zap.NewNop(), ctx: context.Background()}
 	s.m.status = c.Status
 	if c.FPSLimit > 0 {
 		s.admit = rate.NewLimiter(rate.Limit(c.FPSLimit), max(c.FPSBurst, 1))

@@ -56,6 +56,9 @@ type Frame struct {
 	Arrival time.Time
 	// Decoded is the wall-clock time at which the decoder returned the frame.
 	Decoded time.Time
+	// wait is the part of Decoded − Arrival that is the stream's reorder
+	// delay: its budget starts after it. Set by the stream at ingest.
+	wait time.Duration
 	// Image holds the pixels; see Image for ownership.
 	Image Image
 }
@@ -148,7 +151,13 @@ type Result struct {
 	Stages     StageTimes
 	// Budget is the stream's latency budget (0: none).
 	Budget time.Duration
-	// OverBudget is set by the Sink: Stages.Total exceeded Budget.
+	// ReorderWait is the part of Stages.Decode that was the stream's
+	// inherent reorder delay (B-frames; see RunStream): the frame's budget
+	// started after it, so it is over budget when Stages.Total −
+	// ReorderWait exceeds Budget. Stages.Total still counts from Capture.
+	ReorderWait time.Duration
+	// OverBudget is set by the Sink: Stages.Total − ReorderWait exceeded
+	// Budget.
 	OverBudget bool
 	// Buffered is set by the Sink when it accepted the result without
 	// sending it: the NATS client held it in its reconnect buffer while

@@ -25,10 +25,13 @@ const (
 )
 
 // Event types that are not states: a low-priority stream switched to its
-// degraded frame rate under sustained load, and back.
+// degraded frame rate under sustained load, and back; and a stream whose
+// reorder delay (B-frames, StatusSnapshot.ReorderDelayMS) is more than half
+// its latency budget, announced once per run of the stream.
 const (
-	EventDegraded State = "degraded"
-	EventRestored State = "restored"
+	EventDegraded     State = "degraded"
+	EventRestored     State = "restored"
+	EventReorderDelay State = "reorder_delay"
 )
 
 // Event is a lifecycle event, published as JSON to vigil.<stream_id>.events.
@@ -78,6 +81,7 @@ type Status struct {
 	drops      rateMeter    // frames dropped (faults)
 	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
 	queueDepth atomic.Int64 // frames in the stream's queue
+	reorder    atomic.Int64 // reorder delay, ns
 	// Not yet reported in an alert (see TakeAlert).
 	pendingDrops  map[DropReason]int
 	pendingMisses int
@@ -116,6 +120,11 @@ type StatusSnapshot struct {
 	Codec         string    `json:"codec,omitempty"`
 	// Degraded: switched to a lower frame rate under sustained load.
 	Degraded bool `json:"degraded,omitempty"`
+	// ReorderDelayMS is the stream's reorder delay in ms, measured on its
+	// current connection: how long its decoder inherently holds frames
+	// (B-frames); latency budgets start after it. Absent (0) for streams
+	// without B-frames and before it is measured.
+	ReorderDelayMS float64 `json:"reorder_delay_ms,omitempty"`
 }
 
 // NewStatus returns a status in state s.
@@ -131,6 +140,7 @@ func (s *Status) Snapshot() StatusSnapshot {
 		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now),
 		LastFrame: s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
 		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
+		ReorderDelayMS: float64(s.reorder.Load()) / 1e6,
 	}
 }
 

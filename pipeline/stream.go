@@ -204,6 +204,11 @@ type stream struct {
 	sinceLast, skippedSince atomic.Int64
 	// breaks carries timeline breaks to the next published message.
 	breaks breaks
+	// reorder measures the connection's reorder delay; reorderWarned: the
+	// stream warned that it is more than half the budget (once a stream).
+	// Ingest goroutine only.
+	reorder       reorderDelay
+	reorderWarned bool
 }
 
 func (s *stream) transition(st State, reason string, attempt int) {
@@ -236,6 +241,7 @@ func (s *stream) ingest(ctx context.Context) error {
 		s.got = false
 		s.stale = staleness{} // a new connection has a new timeline
 		s.catch = catchUp{}   // and starts with a burst
+		s.reorder = reorderDelay{}
 		err := s.runSource(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -295,6 +301,10 @@ func (s *stream) emit(f *Frame) {
 	if s.c.Stats != nil {
 		s.c.Stats.addIn(s.c.ID)
 	}
+	// Before any policy, so that both see every frame of the connection.
+	burst := s.c.Live && !s.c.Lossless && s.catch.inBurst(f)
+	s.observeReorder(f, burst)
+
 	if s.c.Live && s.c.StaleAfter > 0 && s.stale.isStale(f, s.c.StaleAfter) {
 		f.Image.Release()
 		s.dropped(StageIngest, DropStale)
@@ -316,7 +326,6 @@ func (s *stream) emit(f *Frame) {
 		s.skipped(SkipRateLimit)
 		return
 	}
-	burst := s.c.Live && !s.c.Lossless && s.catch.inBurst(f)
 	if s.c.Budget > 0 {
 		// Frames ahead of this one once it is queued (drop-oldest keeps at
 		// most QueueSize-1 of the current ones; a burst frame replaces
@@ -375,8 +384,13 @@ func (s *stream) predict(n int) time.Duration {
 // late reports whether f, needing rest more time, would miss its deadline
 // (arrival + budget). Before any cost is measured nothing is predicted.
 func (s *stream) late(f *Frame, rest time.Duration) bool {
-	return rest > 0 && time.Now().Add(rest).After(f.Arrival.Add(s.c.Budget))
+	return rest > 0 && time.Now().Add(rest).After(s.deadline(f))
 }
+
+// deadline is when f must be published: its budget counts from when it
+// could first leave the decoder, its arrival plus the part of its decoder
+// hold that is the stream's reorder delay (Frame.wait; see reorder.go).
+func (s *stream) deadline(f *Frame) time.Time { return f.Arrival.Add(f.wait + s.c.Budget) }
 
 // dropped counts a lost frame (a fault); see DropReason.
 func (s *stream) dropped(stage string, r DropReason) {
@@ -417,7 +431,7 @@ func (s *stream) work(ctx context.Context) {
 		st := StageTimes{Decode: f.Decoded.Sub(f.Arrival), Queue: time.Since(f.Decoded)}
 		var deadline time.Time // zero: no budget
 		if s.c.Budget > 0 {
-			deadline = f.Arrival.Add(s.c.Budget)
+			deadline = s.deadline(f)
 		}
 		var err error
 		if s.c.Batcher != nil {
@@ -466,7 +480,7 @@ func (s *stream) work(ctx context.Context) {
 		res = Result{
 			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe, Corrupt: f.Corrupt,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
-			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget,
+			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget, ReorderWait: f.wait,
 			DroppedSinceLast: int(s.sinceLast.Swap(0)), SkippedSinceLast: int(s.skippedSince.Swap(0)),
 			Discontinuity: s.breaks.upTo(f.Seq),
 		}
@@ -483,7 +497,7 @@ func (s *stream) work(ctx context.Context) {
 		}
 		s.breaks.reported(f.Seq)
 		s.m.processed.Inc()
-		if s.c.Budget > 0 && res.Stages.Total > s.c.Budget {
+		if s.c.Budget > 0 && res.Stages.Total-res.ReorderWait > s.c.Budget {
 			s.m.budgetMisses.Inc()
 			s.c.Status.budgetMiss()
 		}

@@ -49,7 +49,7 @@ type Message struct {
 	LatencyMS  Latency              `json:"latency_ms"`
 	// BudgetMS is the stream's latency budget in ms (0: none).
 	BudgetMS float64 `json:"budget_ms"`
-	// OverBudget: latency_ms.total exceeded budget_ms.
+	// OverBudget: latency_ms.total − latency_ms.reorder exceeded budget_ms.
 	OverBudget bool `json:"over_budget"`
 	// DroppedSinceLast counts this stream's frames lost (a fault: overload,
 	// errors, network bursts; pipeline.DropReason) since the previous
@@ -72,6 +72,10 @@ type Latency struct {
 	Postprocess float64 `json:"postprocess"`
 	Publish     float64 `json:"publish"`
 	Total       float64 `json:"total"`
+	// Reorder is the part of Decode that was the stream's inherent reorder
+	// delay (B-frames; pipeline.Result.ReorderWait): the frame's budget
+	// started after it, so OverBudget is Total − Reorder > BudgetMS.
+	Reorder float64 `json:"reorder"`
 }
 
 func msec(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
@@ -85,7 +89,7 @@ func stamp(r *pipeline.Result) Message {
 		r.Stages.Publish = now.Sub(r.Ready)
 	}
 	r.Stages.Total = now.Sub(r.Capture)
-	r.OverBudget = r.Budget > 0 && r.Stages.Total > r.Budget
+	r.OverBudget = r.Budget > 0 && r.Stages.Total-r.ReorderWait > r.Budget
 	dets := r.Detections
 	if dets == nil {
 		dets = []pipeline.Detection{}
@@ -99,6 +103,7 @@ func stamp(r *pipeline.Result) Message {
 		LatencyMS: Latency{
 			Decode: msec(st.Decode), Queue: msec(st.Queue), Preprocess: msec(st.Preprocess), Infer: msec(st.Infer),
 			Postprocess: msec(st.Postprocess), Publish: msec(st.Publish), Total: msec(st.Total),
+			Reorder: msec(r.ReorderWait),
 		},
 	}
 }

@@ -207,7 +207,13 @@ var streamColumns = []streamColumn{
 		}
 		return fmt.Sprintf("%dx%d", st.Width, st.Height)
 	})},
-	{"CODEC", statusValue(func(st *pipeline.StatusSnapshot) string { return orDash(st.Codec) })},
+	// With B-frames, the reorder delay: latency budgets start after it.
+	{"CODEC", statusValue(func(st *pipeline.StatusSnapshot) string {
+		if st.ReorderDelayMS > 0 {
+			return fmt.Sprintf("%s (reorder %.0f ms)", orDash(st.Codec), st.ReorderDelayMS)
+		}
+		return orDash(st.Codec)
+	})},
 	{"RECONNECTS", statusValue(func(st *pipeline.StatusSnapshot) string { return strconv.Itoa(st.Reconnects) })},
 	{"MODEL", func(s api.Stream, _ *pipeline.StatusSnapshot) string {
 		if s.Model == "" {

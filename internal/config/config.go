@@ -254,7 +254,11 @@ type Pipeline struct {
 	DefaultModel string `yaml:"default_model"`
 	// BudgetMS is the default latency budget per frame in ms, packet
 	// arrival to publish; frames that can no longer make it are dropped
-	// (deadline). 0: no budget, no deadline drops.
+	// (deadline). For streams with B-frames the budget starts when a frame
+	// could first leave the decoder: the stream's reorder delay (its
+	// status's reorder_delay_ms; docs/architecture.md) comes on top, with a
+	// warning when it is more than half the budget. 0: no budget, no
+	// deadline drops.
 	BudgetMS *int `yaml:"budget_ms"`
 	// DegradeDepth, DegradeAfter, RestoreAfter and DegradedFPS drive
 	// degradation: a total queue depth above DegradeDepth frames for
