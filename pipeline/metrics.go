@@ -318,6 +318,7 @@ func (sm *streamMetrics) drop(stage string, r DropReason) {
 }
 
 func (sm *streamMetrics) skip(r SkipReason) {
+	sm.status.skipped()
 	for i, x := range skipReasons {
 		if x == r {
 			sm.skips[i].Inc()

@@ -79,6 +79,7 @@ type Status struct {
 	in, out    rateMeter
 	buffered   rateMeter    // of out: results the sink held (NATS down)
 	drops      rateMeter    // frames dropped (faults)
+	skips      rateMeter    // frames skipped by policy
 	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
 	queueDepth atomic.Int64 // frames in the stream's queue
 	reorder    atomic.Int64 // reorder delay, ns
@@ -105,6 +106,10 @@ type StatusSnapshot struct {
 	// FPSDropped is frames per second dropped over the last 5 s (the
 	// reasons of vigil_frames_dropped_total).
 	FPSDropped float64 `json:"fps_dropped"`
+	// FPSSkipped is frames per second skipped by policy over the last 5 s
+	// (fps_limit, degraded rate, connect catch-up; the reasons of
+	// vigil_frames_skipped_total): not lost.
+	FPSSkipped float64 `json:"fps_skipped,omitempty"`
 	// LastFrame is the arrival time of the newest decoded frame (zero if
 	// none yet).
 	LastFrame time.Time `json:"last_frame,omitzero"`
@@ -137,7 +142,7 @@ func (s *Status) Snapshot() StatusSnapshot {
 	now := time.Now()
 	return StatusSnapshot{
 		State: s.state, Since: s.since, Epoch: s.epoch, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
-		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now),
+		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now), FPSSkipped: s.skips.rate(now),
 		LastFrame: s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
 		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
 		ReorderDelayMS: float64(s.reorder.Load()) / 1e6,
@@ -204,6 +209,12 @@ func (s *Status) dropped(r DropReason) {
 		s.pendingDrops = map[DropReason]int{}
 	}
 	s.pendingDrops[r]++
+	s.mu.Unlock()
+}
+
+func (s *Status) skipped() {
+	s.mu.Lock()
+	s.skips.mark(time.Now())
 	s.mu.Unlock()
 }
 

@@ -35,7 +35,7 @@ type StreamConfig struct {
 	Live bool
 	// FPSLimit, when positive, is the admission token bucket's rate in
 	// frames per second (by arrival time) and FPSBurst its size (default
-	// 1); frames without a token are dropped at ingest (reason rate_limit).
+	// 1); frames without a token are skipped at ingest (SkipRateLimit).
 	FPSLimit float64
 	FPSBurst int
 	// Budget is the per-frame latency budget, arrival to publish; 0
@@ -62,7 +62,7 @@ type StreamConfig struct {
 	StaleAfter time.Duration
 	// DegradedFPS is the frame rate (by PTS) kept while the stream is
 	// degraded (Status.Degraded, set by the supervisor's governor); the
-	// rest is dropped with reason degraded. Default 2.
+	// rest is skipped (SkipDegraded). Default 2.
 	DegradedFPS float64
 	// Lossless makes the source wait for room in the queue instead of
 	// dropping the oldest frame: for offline processing of files, where

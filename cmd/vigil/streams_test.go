@@ -191,7 +191,7 @@ nats: {listen: "127.0.0.1:0"}
 	testenv.Eventually(t, func() bool { st, _ := state("cam"); return st == "running" }, 30*time.Second, 50*time.Millisecond, "cam running")
 	out := streams("ls")
 	t.Log("\n" + out)
-	require.Regexp(t, `(?m)^ID\s+STATE\s+FPS IN\s+FPS OUT\s+FPS DROP\s+RESOLUTION\s+CODEC\s+RECONNECTS\s+MODEL\s+URL\s+ERROR$`, out)
+	require.Regexp(t, `(?m)^ID\s+STATE\s+FPS IN\s+FPS OUT\s+FPS DROP\s+FPS SKIP\s+RESOLUTION\s+CODEC\s+RECONNECTS\s+MODEL\s+URL\s+ERROR$`, out)
 	require.Regexp(t, `(?m)^gone\s+reconnecting\s+.*`+regexp.QuoteMeta(goneErr)+`$`, out, "the current error, whole")
 	require.Greater(t, len(goneErr), 60, "longer than the old column's cut")
 

@@ -81,6 +81,9 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	require.Contains(t, drop.Measured, "skipped by policy")
 	require.NotContains(t, out.String(), "WARN frames dropped")
 
+	st, _ := v.stream("limited")
+	require.Positive(t, st.Status.FPSSkipped, "the status shows the skips: %+v", st.Status)
+	require.Zero(t, st.Status.FPSDropped, "and no drops")
 	skipped := metricValue(t, v, `vigil_frames_skipped_total{reason="rate_limit",stream="limited"}`)
 	decoded := metricValue(t, v, `vigil_frames_decoded_total{stream="limited"}`)
 	// 5 of 23.98 fps admitted: 79 % skipped; half that is far from any

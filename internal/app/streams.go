@@ -201,6 +201,8 @@ var streamColumns = []streamColumn{
 	// Faults only (vigil_frames_dropped_total); frames skipped by policy
 	// get a column of their own next to it.
 	{"FPS DROP", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSDropped) })},
+	// Skipped by policy (vigil_frames_skipped_total): not lost.
+	{"FPS SKIP", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSSkipped) })},
 	{"RESOLUTION", statusValue(func(st *pipeline.StatusSnapshot) string {
 		if st.Width == 0 {
 			return "-"

@@ -24,7 +24,7 @@ type Spec struct {
 	// Model: a model name or an .onnx path; empty takes the default model.
 	Model string `json:"model,omitempty"`
 	// FPSLimit caps processed frames per second (0: no cap); frames over
-	// it are dropped with reason rate_limit.
+	// it are skipped by policy with reason rate_limit (not lost).
 	FPSLimit float64 `json:"fps_limit,omitempty"`
 	// FPSBurst is the admission token bucket's size (default 1).
 	FPSBurst int `json:"fps_burst,omitempty"`
