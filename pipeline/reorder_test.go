@@ -1,112 +1,166 @@
 package pipeline
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// bframeHolds are the decoder holds of a 3-B-frame (b-pyramid) stream in
-// frame intervals, in output order, as measured over RTSP from FFmpeg's
-// H.264 decoder: P-frame 5, then B-frames 0, 2 and 1.
-var bframeHolds = []float64{5, 0, 2, 1}
-
-// frameAt makes frame i of a 25 fps stream held hold (plus decode time
-// dec) in the decoder.
-func frameAt(t0 time.Time, i int, hold float64, dec time.Duration) *Frame {
-	const T = 40 * time.Millisecond
-	arr := t0.Add(time.Duration(i) * T)
-	return &Frame{Seq: uint64(i), PTS: float64(i) * 0.04, Arrival: arr, Decoded: arr.Add(time.Duration(hold*float64(T)) + dec)}
+// decodeOrder returns the display indices of n frames in decode order for
+// a GOP structure with bf B-frames between references and b-pyramid (the
+// middle B-frame is a reference, decoded first), as libx264 -bf 3 codes
+// them: 0, 4, 2, 1, 3, 8, 6, 5, 7, ...
+func decodeOrder(n, bf int) []int {
+	order := []int{0}
+	for ref := bf + 1; ref < n; ref += bf + 1 {
+		order = append(order, ref)
+		if bf == 3 {
+			order = append(order, ref-2, ref-3, ref-1)
+		} else {
+			for b := ref - bf; b < ref; b++ {
+				order = append(order, b)
+			}
+		}
+	}
+	return order
 }
+
+// decoded simulates a decoder with reorder depth depth fed one packet per
+// step: packet i is read at t0 + Σ step(j<i); decoding it takes dec; after
+// each packet, while it holds more than depth frames, it returns the one
+// to be shown first. Frames come back in display order, with Arrival the
+// time their own packet was read and Decoded the time they were returned,
+// at 25 fps (PTS 0.04 s apart).
+func decoded(order []int, depth int, step func(i int) time.Duration, dec time.Duration) []*Frame {
+	t := time.Unix(1000, 0)
+	arrival := map[int]time.Time{}
+	var held []int
+	var out []*Frame
+	for i, idx := range order {
+		arrival[idx] = t
+		held = append(held, idx)
+		at := t.Add(dec)
+		for len(held) > depth {
+			slices.Sort(held)
+			f := held[0]
+			held = held[1:]
+			out = append(out, &Frame{Seq: uint64(f), PTS: float64(f) * 0.04, Arrival: arrival[f], Decoded: at})
+			at = at.Add(time.Microsecond)
+		}
+		t = t.Add(step(i))
+	}
+	return out
+}
+
+func every(d time.Duration) func(int) time.Duration { return func(int) time.Duration { return d } }
+
+const frame25 = 40 * time.Millisecond
 
 func TestReorderDelay(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	dec := func(i int) time.Duration { return time.Duration(1+i%3) * time.Millisecond } // 1-3 ms
-
-	t.Run("B-frames: 5 intervals, from the first reordered frame on", func(t *testing.T) {
+	measure := func(fs []*Frame) (*reorderDelay, []time.Duration) {
 		var r reorderDelay
-		r.observe(frameAt(t0, 0, 0, dec(0)), false)
-		f := frameAt(t0, 1, 5, dec(1))
-		r.observe(f, false)
-		require.Equal(t, 200*time.Millisecond, r.delay(), "the first P-frame credits itself")
-		require.Equal(t, 200*time.Millisecond+time.Millisecond, r.credit(f, false)+r.minHold, "its hold beyond a frame that leaves at once")
-		for i := 2; i < 5*reorderWindow; i++ {
-			r.observe(frameAt(t0, i, bframeHolds[i%4], dec(i)), false)
+		var credits []time.Duration
+		for _, f := range fs {
+			n, _ := r.observe(f)
+			credits = append(credits, r.credit(f, n))
 		}
-		require.Equal(t, 200*time.Millisecond, r.delay())
+		return &r, credits
+	}
+
+	t.Run("3 B-frames, idle: the P-frame waits 5 intervals", func(t *testing.T) {
+		fs := decoded(decodeOrder(200, 3), 2, every(frame25), 2*time.Millisecond)
+		r, credits := measure(fs)
+		require.Equal(t, 5*frame25, r.delay())
+		// Every frame's credit is its hold less its decode time: 200 ms
+		// for P-frames, none for the B-frame returned at once.
+		for i, f := range fs[8:] {
+			hold := f.Decoded.Sub(f.Arrival)
+			require.InDelta(t, float64(hold-2*time.Millisecond), float64(credits[i+8]), float64(time.Millisecond), "frame %d", f.Seq)
+		}
 	})
 
-	t.Run("no B-frames: 0, although I-frames decode slower", func(t *testing.T) {
+	t.Run("from the first reordered frame of a connection on", func(t *testing.T) {
+		fs := decoded(decodeOrder(40, 3), 2, every(frame25), 2*time.Millisecond)
 		var r reorderDelay
-		for i := 0; i < 3*reorderWindow; i++ {
-			d := dec(i)
-			if i%25 == 0 {
-				d = 25 * time.Millisecond // an I-frame: under 3/4 of an interval more
+		for _, f := range fs {
+			n, _ := r.observe(f)
+			if f.Seq == 4 { // the first P-frame
+				// Held 5 intervals, but while the decoder's pipeline
+				// filled it returned nothing for one packet: 4 frames
+				// came back meanwhile. One interval less credit costs
+				// the first group 40 ms of its budget, no more.
+				require.Equal(t, 4*frame25, r.credit(f, n))
+				return
 			}
-			r.observe(frameAt(t0, i, 0, d), false)
 		}
-		require.Zero(t, r.delay())
+		t.Fatal("no frame 4")
 	})
 
-	t.Run("robust to one window of decode spikes and one of bursts", func(t *testing.T) {
-		var r reorderDelay
-		i := 0
-		feed := func(windows int, hold func(i int) float64) {
-			for end := i + windows*reorderWindow; i < end; i++ {
-				r.observe(frameAt(t0, i, hold(i), dec(i)), false)
+	t.Run("no B-frames: 0, however slowly I-frames decode", func(t *testing.T) {
+		fs := decoded(decodeOrder(100, 0), 0, every(frame25), 25*time.Millisecond)
+		r, credits := measure(fs)
+		require.Zero(t, r.delay())
+		require.Equal(t, make([]time.Duration, len(fs)), credits)
+	})
+
+	t.Run("a starved CPU: holds double, the delay does not", func(t *testing.T) {
+		// Each packet takes two frame intervals to be read and decoded:
+		// the P-frame is held 400 ms, of which 200 ms are reordering.
+		fs := decoded(decodeOrder(200, 3), 2, every(2*frame25), 2*time.Millisecond)
+		r, credits := measure(fs)
+		require.Equal(t, 5*frame25, r.delay())
+		require.Equal(t, 5*frame25, slices.Max(credits), "the rest counts against the budget")
+	})
+
+	t.Run("the connect burst: short holds, same delay", func(t *testing.T) {
+		// The buffered second read at once, then frames as they come.
+		fs := decoded(decodeOrder(200, 3), 2, func(i int) time.Duration {
+			if i < 25 {
+				return time.Millisecond
 			}
+			return frame25
+		}, 500*time.Microsecond)
+		var r reorderDelay
+		for _, f := range fs {
+			n, _ := r.observe(f)
+			require.LessOrEqual(t, r.credit(f, n), max(f.Decoded.Sub(f.Arrival), 0), "never more than the hold")
 		}
-		pattern := func(i int) float64 { return bframeHolds[i%4] }
-		feed(2, pattern)
-		feed(1, func(i int) float64 { return pattern(i) + 10 }) // a starved CPU: 400 ms more
-		require.Equal(t, 200*time.Millisecond, r.delay(), "one window of spikes out of three")
-		feed(1, func(int) float64 { return 0 }) // a burst after a network cut
-		require.Equal(t, 200*time.Millisecond, r.delay(), "one window of bursts out of four")
-		// A spike is credited up to the delay only: the rest counts
-		// against the frame's budget.
-		spike := frameAt(t0, i, 15, dec(i))
-		r.observe(spike, false)
-		require.Equal(t, 200*time.Millisecond, r.credit(spike, false))
+		require.Equal(t, 5*frame25, r.delay())
 	})
 
-	t.Run("connect burst frames keep their hold and are not measured", func(t *testing.T) {
+	t.Run("robust to a window of anomalous counts", func(t *testing.T) {
 		var r reorderDelay
-		for i := 0; i < 2*reorderWindow; i++ {
-			f := frameAt(t0, i, 0.1, dec(i)) // read at once: short holds
-			r.observe(f, true)
+		fs := decoded(decodeOrder(3*reorderWindow, 3), 2, every(frame25), 2*time.Millisecond)
+		for _, f := range fs {
+			r.observe(f)
 		}
-		require.Zero(t, r.delay())
-		late := frameAt(t0, 100, 4.9, dec(0)) // a live P-frame in the burst's tail
-		r.observe(late, true)
-		require.Equal(t, late.Decoded.Sub(late.Arrival)-r.minHold, r.credit(late, true))
-		live := frameAt(t0, 101, 5, dec(1))
-		r.observe(live, false)
-		require.Equal(t, 200*time.Millisecond, r.delay(), "measured from the first live frame")
+		require.Equal(t, 5*frame25, r.delay())
+		r.done[r.n-1] = 40 // as if a window had seen a frame held for 40
+		require.Equal(t, 5*frame25, r.delay(), "the median of the windows")
 	})
 }
 
-// A B-frame stream: no deadline drop on an idle pipeline, the reorder
-// delay in its status, and one warning (event) when the delay is more
-// than half the budget.
+// A B-frame stream on an idle pipeline: no deadline drop, the reorder delay
+// in its status, and one warning (event) when the delay is more than half
+// the budget.
 func TestReorderDelayInStream(t *testing.T) {
 	var events []Event
 	processed := 0
 	s, released := policyStream(StreamConfig{Budget: 200 * time.Millisecond, OnEvent: func(e Event) { events = append(events, e) }})
 	s.service.Add(5 * time.Millisecond) // an engine that takes 5 ms a frame
 	s.lastServe.Store(time.Now().UnixNano())
-	now := time.Now()
-	t0 := now.Add(-4 * reorderWindow * 40 * time.Millisecond)
-	for i := 0; i < 4*reorderWindow; i++ {
-		// Frames as they leave the decoder now, held as B-frames are,
-		// after the IDR frame that starts the stream.
-		hold := bframeHolds[(i+3)%4]
-		if i == 0 {
-			hold = 0
-		}
-		f := frameAt(t0, i, hold, 2*time.Millisecond)
-		shift := now.Sub(f.Decoded)
-		f.Arrival, f.Decoded = f.Arrival.Add(shift), now
+	// A little over one window at 25 fps, paced in real time: the deadline
+	// check reads the clock.
+	fs := decoded(decodeOrder(reorderWindow+12, 3), 2, every(frame25), 2*time.Millisecond)
+	start, sim0 := time.Now(), fs[0].Decoded
+	for _, f := range fs {
+		time.Sleep(time.Until(start.Add(f.Decoded.Sub(sim0))))
+		// Leaving the decoder now, as long after its packet as the
+		// decoder held it.
+		now := time.Now()
+		f.Arrival, f.Decoded = now.Add(f.Arrival.Sub(f.Decoded)), now
 		f.Image = fakeImage{released}
 		s.emit(f)
 		for _, f := range s.q.Drain() { // an idle engine takes each at once
@@ -114,7 +168,7 @@ func TestReorderDelayInStream(t *testing.T) {
 			processed++
 		}
 	}
-	require.Equal(t, 4*reorderWindow, processed, "no frame dropped")
+	require.Equal(t, len(fs), processed, "no frame dropped")
 	drops, _ := s.c.Status.TakeAlert()
 	require.Empty(t, drops)
 	require.Equal(t, 200.0, s.c.Status.Snapshot().ReorderDelayMS)

@@ -303,7 +303,7 @@ func (s *stream) emit(f *Frame) {
 	}
 	// Before any policy, so that both see every frame of the connection.
 	burst := s.c.Live && !s.c.Lossless && s.catch.inBurst(f)
-	s.observeReorder(f, burst)
+	s.observeReorder(f)
 
 	if s.c.Live && s.c.StaleAfter > 0 && s.stale.isStale(f, s.c.StaleAfter) {
 		f.Image.Release()
