@@ -64,7 +64,7 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 	code, b := v.call("POST", "/v1/streams", `{"id":"bcam","url":"`+srv.URL+`"}`)
 	require.Equal(t, http.StatusCreated, code, string(b))
 	// 8 s of frames: past the connect burst and several measuring windows.
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) >= 190 }, 90*time.Second, 20*time.Millisecond)
+	testenv.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) >= 190 }, 90*time.Second, 20*time.Millisecond, "190 messages")
 	// The alert loop sends a drop within a 250 ms tick: one second is four
 	// of them.
 	time.Sleep(time.Second)

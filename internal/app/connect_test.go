@@ -35,7 +35,7 @@ func TestConnectBurstIsNotAFault(t *testing.T) {
 	// liveFor waits until 2.5 s of frames were published since from: past
 	// the burst (at most ~1.5 s of them) and into live frames.
 	liveFor := func(from time.Time) {
-		require.Eventually(t, func() bool { return frames.between("cam", from, time.Now()) >= 60 }, 60*time.Second, 20*time.Millisecond)
+		testenv.Eventually(t, func() bool { return frames.between("cam", from, time.Now()) >= 60 }, 60*time.Second, 20*time.Millisecond, "2.5 s of frames since %s", from)
 	}
 	start := time.Now()
 	code, b := v.call("POST", "/v1/streams", `{"id":"cam","url":"`+srv.URL+`"}`)
@@ -44,7 +44,7 @@ func TestConnectBurstIsNotAFault(t *testing.T) {
 
 	restart := time.Now()
 	srv.Restart(t) // a camera reboot: the session ends, vigil reconnects
-	require.Eventually(t, func() bool { _, ok := ev.first("running", restart); return ok }, 40*time.Second, 20*time.Millisecond)
+	testenv.Eventually(t, func() bool { _, ok := ev.first("running", restart); return ok }, 40*time.Second, 20*time.Millisecond, "running again after the restart")
 	running, _ := ev.first("running", restart)
 	liveFor(running.Received)
 	// The alert loop sends a drop within a 250 ms tick: one second is four
