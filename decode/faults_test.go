@@ -132,7 +132,7 @@ func TestFramesBeforeFirstKeyframe(t *testing.T) {
 		"-c:v", "libx264", "-bf", "0", "-g", "50", "-pix_fmt", "yuv420p")
 	// Keep the parameter sets, drop the first IDR picture: 49 P-pictures,
 	// then the second GOP (IDR + 49).
-	late := rewriteH264(t, full, "late.h264", func(typ, nth int) bool { return typ != nalIDR || nth > 0 })
+	late := testenv.RewriteH264(t, full, "late.h264", func(typ, nth int) bool { return typ != testenv.NALIDR || nth > 0 })
 	src, err := decode.New(decode.Options{URL: late, StreamID: "late"})
 	require.NoError(t, err)
 	var corrupt []bool

@@ -1,10 +1,7 @@
 package decode_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -17,65 +14,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
-)
-
-// annexB splits an H.264 Annex-B stream into NAL units, each with its
-// start code.
-func annexB(data []byte) [][]byte {
-	var starts []int
-	for i := 0; i+3 <= len(data); i++ {
-		if data[i] == 0 && data[i+1] == 0 && data[i+2] == 1 {
-			s := i
-			if s > 0 && data[s-1] == 0 {
-				s-- // a 4-byte start code
-			}
-			starts = append(starts, s)
-			i += 2
-		}
-	}
-	nals := make([][]byte, len(starts))
-	for i, s := range starts {
-		end := len(data)
-		if i+1 < len(starts) {
-			end = starts[i+1]
-		}
-		nals[i] = data[s:end]
-	}
-	return nals
-}
-
-// nalType is the type of a NAL unit with its start code.
-func nalType(nal []byte) int {
-	i := bytes.Index(nal, []byte{0, 0, 1})
-	return int(nal[i+3] & 0x1f)
-}
-
-// rewriteH264 writes, next to the Annex-B file in, the NAL units that keep
-// accepts (by type and index among units of that type).
-func rewriteH264(t *testing.T, in, name string, keep func(typ, nth int) bool) string {
-	t.Helper()
-	data, err := os.ReadFile(in)
-	require.NoError(t, err)
-	var out []byte
-	seen := map[int]int{}
-	for _, nal := range annexB(data) {
-		typ := nalType(nal)
-		if keep(typ, seen[typ]) {
-			out = append(out, nal...)
-		}
-		seen[typ]++
-	}
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, out, 0o644))
-	return p
-}
-
-// H.264 NAL unit types (ITU-T H.264 table 7-1).
-const (
-	nalIDR = 5
-	nalSPS = 7
-	nalPPS = 8
 )
 
 // logCount is what one logged line accounts for: 1, or its "repeated".
@@ -93,7 +33,7 @@ func logCount(e observer.LoggedEntry) int {
 func TestFFmpegLogPerStreamAggregated(t *testing.T) {
 	full := makeMedia(t, "full.h264", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-frames:v", "100",
 		"-c:v", "libx264", "-bf", "0", "-g", "250", "-pix_fmt", "yuv420p")
-	nosps := rewriteH264(t, full, "nosps.h264", func(typ, _ int) bool { return typ != nalSPS && typ != nalPPS })
+	nosps := testenv.RewriteH264(t, full, "nosps.h264", func(typ, _ int) bool { return typ != testenv.NALSPS && typ != testenv.NALPPS })
 
 	gcore, global := observer.New(zapcore.DebugLevel)
 	decode.SetLogger(zap.New(gcore))

@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "vigil_decode_errors_total", Help: "Packets the decoder failed on; their pictures are lost.",
 		}, []string{"stream"}),
 		FramesCorrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vigil_frames_corrupt_total", Help: "Frames decoded with damage (concealed errors, missing references, corrupt packets), published with corrupt=true.",
+			Name: "vigil_frames_corrupt_total", Help: "Frames decoded with damage (concealed errors, missing references, corrupt packets): published with corrupt=true, or skipped before a live connection's first keyframe.",
 		}, []string{"stream"}),
 	}
 	if reg != nil {

@@ -52,10 +52,17 @@ const (
 	// burst replaced it in the queue before the engine took it: vigil
 	// goes to the live edge instead of working through the backlog.
 	SkipCatchUp SkipReason = "catch_up"
+	// SkipBeforeKeyframe: a live connection's frame decoded before the
+	// connection's first clean frame, flagged Frame.Corrupt because it
+	// references pictures sent before vigil joined the stream (a camera
+	// joined mid-GOP). Its pixels are partly made up, and detections on
+	// them would be false; what comes after the first keyframe is
+	// published, corrupt or not.
+	SkipBeforeKeyframe SkipReason = "before_keyframe"
 )
 
 // skipReasons lists every SkipReason, in the order of streamMetrics.skips.
-var skipReasons = [...]SkipReason{SkipRateLimit, SkipDegraded, SkipCatchUp}
+var skipReasons = [...]SkipReason{SkipRateLimit, SkipDegraded, SkipCatchUp, SkipBeforeKeyframe}
 
 // Stage names, used as the "stage" metric label.
 const (

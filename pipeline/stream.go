@@ -187,6 +187,9 @@ type stream struct {
 	ctx   context.Context
 	codec func() string
 	got   bool // the current connection delivered a frame (ingest goroutine only)
+	// clean: the current connection delivered a frame that is not
+	// Frame.Corrupt (ingest goroutine only); see SkipBeforeKeyframe.
+	clean bool
 	ended bool // a non-live source reached its end
 	stale staleness
 	catch catchUp       // the burst after a connect (live sources)
@@ -239,6 +242,7 @@ func (s *stream) ingest(ctx context.Context) error {
 	s.transition(StateStarting, "", 1)
 	for attempt := 1; ; attempt++ {
 		s.got = false
+		s.clean = false
 		s.stale = staleness{} // a new connection has a new timeline
 		s.catch = catchUp{}   // and starts with a burst
 		s.reorder = reorderDelay{}
@@ -305,6 +309,14 @@ func (s *stream) emit(f *Frame) {
 	burst := s.c.Live && !s.c.Lossless && s.catch.inBurst(f)
 	s.observeReorder(f)
 
+	if s.c.Live && !s.clean {
+		if f.Corrupt {
+			f.Image.Release()
+			s.skipped(SkipBeforeKeyframe)
+			return
+		}
+		s.clean = true
+	}
 	if s.c.Live && s.c.StaleAfter > 0 && s.stale.isStale(f, s.c.StaleAfter) {
 		f.Image.Release()
 		s.dropped(StageIngest, DropStale)
