@@ -133,6 +133,24 @@ type NATS struct {
 	// Replicas is the bucket's replica count on an external cluster (1 to
 	// 5).
 	Replicas int `yaml:"replicas"`
+	// MQTT turns on the embedded server's own MQTT 3.1.1 listener, so that
+	// MQTT clients (Home Assistant, Node-RED) subscribe to
+	// `<prefix>/<stream_id>/detections` and the other subjects with `/`
+	// for `.` (docs/api.md, "MQTT"). Only with the embedded server.
+	MQTT MQTT `yaml:"mqtt"`
+}
+
+// MQTT configures the embedded NATS server's MQTT listener.
+type MQTT struct {
+	// Listen is the MQTT listener's host:port (1883 is MQTT's port; port 0:
+	// a free port); off turns it off. It needs the embedded server (no
+	// url). With nats.token_file set, MQTT clients give the token as their
+	// password, with any user name.
+	Listen string `yaml:"listen"`
+	// Insecure lets the MQTT listener listen on an address other than
+	// loopback without nats.token_file (refused otherwise), with a WARN at
+	// every start.
+	Insecure bool `yaml:"insecure"`
 }
 
 // Infer configures ONNX Runtime.
@@ -398,7 +416,7 @@ func Default() Config {
 		API:     API{Listen: "127.0.0.1:8080"},
 		Log:     Log{Level: "info", Format: "console"},
 		Metrics: Metrics{Listen: "127.0.0.1:9090"},
-		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1},
+		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"}},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
 		Decode: Decode{HWAccel: "none", HWSurfaces: 8},
@@ -584,6 +602,15 @@ func (c *Config) Validate() error {
 	if c.API.Listen != "off" {
 		if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
 			p.add("api.listen", "%q: want host:port or off", c.API.Listen)
+		}
+	}
+	if c.NATS.MQTT.Listen != "off" {
+		if _, _, err := net.SplitHostPort(c.NATS.MQTT.Listen); err != nil {
+			p.add("nats.mqtt.listen", "%q: want host:port or off", c.NATS.MQTT.Listen)
+		} else if c.NATS.URL != "" {
+			p.add("nats.mqtt.listen", "%q: the MQTT listener is the embedded NATS server's, and nats.url selects an "+
+				"external one: turn MQTT on in that server's own configuration (mqtt { port: 1883 }), or set nats.mqtt.listen: off",
+				c.NATS.MQTT.Listen)
 		}
 	}
 	c.exposure(&p)
@@ -794,10 +821,10 @@ func Loopback(listen string) bool {
 
 // exposure adds a problem for each listener that would serve the network
 // without a token: the API (registering a stream makes vigil connect to
-// the URL it names) and the embedded NATS server (every detection, and the
-// registry with the cameras' credentials). /metrics is only warned about
-// by vigil run at start: it shows stream ids and rates, and
-// has no token to set.
+// the URL it names), the embedded NATS server (every detection, and the
+// registry with the cameras' credentials) and its MQTT listener (the same
+// server, so the same reach). /metrics is only warned about by vigil run
+// at start: it shows stream ids and rates, and has no token to set.
 func (c *Config) exposure(p *problems) {
 	if c.API.Listen != "off" && c.API.TokenFile == "" && !c.API.Insecure && !Loopback(c.API.Listen) {
 		if _, _, err := net.SplitHostPort(c.API.Listen); err == nil {
@@ -814,11 +841,20 @@ func (c *Config) exposure(p *problems) {
 				"token anyway", c.NATS.Listen)
 		}
 	}
+	if m := c.NATS.MQTT; c.NATS.URL == "" && m.Listen != "off" && c.NATS.TokenFile == "" && !m.Insecure && !Loopback(m.Listen) {
+		if _, _, err := net.SplitHostPort(m.Listen); err == nil {
+			p.add("nats.mqtt.listen", "%q is not a loopback address and nats.token_file is not set: any MQTT client that "+
+				"can reach it could read every detection and event, publish false ones, and read or rewrite the stream "+
+				"registry (camera credentials included: MQTT reaches every subject of the embedded server); set nats.token_file (MQTT clients then give it as their password), listen on "+
+				"127.0.0.1, or set nats.mqtt.insecure: true to serve it without a token anyway", m.Listen)
+		}
+	}
 }
 
-// CheckExposure returns the listener problems of Validate alone (an API or
-// embedded NATS server on a non-loopback address without a token or
-// insecure: true), for vigil run to check again before it listens.
+// CheckExposure returns the listener problems of Validate alone (an API,
+// embedded NATS server or MQTT listener on a non-loopback address without
+// a token or insecure: true), for vigil run to check again before it
+// listens.
 func (c *Config) CheckExposure() error {
 	var p problems
 	c.exposure(&p)

@@ -28,9 +28,10 @@ func TestNATSURLErrorsHidePassword(t *testing.T) {
 	}
 }
 
-// The API and the embedded NATS server are refused on an address other
-// than loopback without a token, unless their insecure key says so
-// (issue 14, item 6b); /metrics is not refused (vigil run warns).
+// The API, the embedded NATS server and its MQTT listener are refused on
+// an address other than loopback without a token, unless their own
+// insecure key says so (issue 14, item 6b; issue 15, item 3 for MQTT);
+// /metrics is not refused (vigil run warns).
 func TestListenersOffLoopbackNeedAToken(t *testing.T) {
 	token := t.TempDir() + "/token"
 	require.NoError(t, os.WriteFile(token, []byte("t0ken\n"), 0o600))
@@ -53,6 +54,16 @@ func TestListenersOffLoopbackNeedAToken(t *testing.T) {
 		{"insecure", "api: {listen: \"0.0.0.0:8080\", insecure: true}\nnats: {listen: \"0.0.0.0:4222\", insecure: true}", nil},
 		{"insecure is per listener", "api: {listen: \"0.0.0.0:8080\", insecure: true}\nnats: {listen: \"0.0.0.0:4222\"}", []string{"nats.listen"}},
 		{"external NATS: nats.listen unused", "nats: {url: \"nats://10.0.0.9:4222\", listen: \"0.0.0.0:4222\"}", nil},
+		{"MQTT off by default", `nats: {mqtt: {insecure: true}}`, nil},
+		{"MQTT on loopback", `nats: {mqtt: {listen: "127.0.0.1:1883"}}`, nil},
+		{"MQTT on every interface", `nats: {mqtt: {listen: "0.0.0.0:1883"}}`, []string{"nats.mqtt.listen"}},
+		{"MQTT empty host", `nats: {mqtt: {listen: ":1883"}}`, []string{"nats.mqtt.listen"}},
+		{"MQTT with the token", "nats: {token_file: " + token + ", mqtt: {listen: \"0.0.0.0:1883\"}}", nil},
+		{"MQTT insecure", `nats: {mqtt: {listen: "0.0.0.0:1883", insecure: true}}`, nil},
+		{"nats.insecure does not open MQTT", `nats: {listen: "0.0.0.0:4222", insecure: true, mqtt: {listen: "[::]:1883"}}`,
+			[]string{"nats.mqtt.listen"}},
+		{"MQTT insecure does not open NATS", `nats: {listen: "0.0.0.0:4222", mqtt: {listen: "0.0.0.0:1883", insecure: true}}`,
+			[]string{"nats.listen"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(tc.yaml), "x.yaml")
@@ -65,7 +76,7 @@ func TestListenersOffLoopbackNeedAToken(t *testing.T) {
 			for _, f := range tc.refused {
 				require.Contains(t, err.Error(), f+": ")
 				require.Contains(t, err.Error(), "is not a loopback address and "+strings.Split(f, ".")[0]+".token_file is not set")
-				require.Contains(t, err.Error(), strings.Split(f, ".")[0]+".insecure: true")
+				require.Contains(t, err.Error(), strings.TrimSuffix(f, ".listen")+".insecure: true")
 			}
 			require.Equal(t, len(tc.refused), strings.Count(err.Error(), "is not a loopback address"))
 		})
@@ -112,4 +123,18 @@ streams:
 	require.Contains(t, msg, "streams[0].url: rtsp://admin:***@192.168.1.5/s: not allowed by api.allowed_sources: host 192.168.1.5 matches no rtsp:// entry")
 	require.Contains(t, msg, "streams[1].url: /etc/passwd: not allowed by api.allowed_sources: the file /etc/passwd is under no file:// entry")
 	require.NotContains(t, msg, "streams[2]")
+}
+
+// nats.mqtt.listen is host:port or off, and only for the embedded server.
+func TestMQTTListenConfig(t *testing.T) {
+	c, err := Parse(nil, "x.yaml")
+	require.NoError(t, err)
+	require.Equal(t, "off", c.NATS.MQTT.Listen, "MQTT is off unless asked for")
+
+	_, err = Parse([]byte(`nats: {mqtt: {listen: "1883"}}`), "x.yaml")
+	require.ErrorContains(t, err, `nats.mqtt.listen: "1883": want host:port or off`)
+
+	_, err = Parse([]byte(`nats: {url: "nats://10.0.0.9:4222", mqtt: {listen: "127.0.0.1:1883"}}`), "x.yaml")
+	require.ErrorContains(t, err, `nats.mqtt.listen: "127.0.0.1:1883": the MQTT listener is the embedded NATS server's`)
+	require.ErrorContains(t, err, "mqtt { port: 1883 }")
 }

@@ -1,16 +1,52 @@
 // Package natsserver starts the embedded NATS server (nats-server/v2) that
-// vigil uses when no external nats.url is configured.
+// vigil uses when no external nats.url is configured, with its MQTT
+// listener when nats.mqtt.listen asks for one.
 package natsserver
 
 import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/vigil-video/vigil/internal/config"
 )
+
+// Name is the embedded server's server_name. nats-server's MQTT support
+// keeps its sessions and retained messages in JetStream, which wants a
+// stable server name; it must not change between runs that share a store.
+const Name = "vigil-embedded"
+
+// Options configure the embedded server; OptionsFrom makes them from
+// vigil's config the way vigil run does.
+type Options struct {
+	// Listen is the NATS client listener's host:port (port 0: a free port).
+	Listen string
+	// StoreDir, when not empty, enables JetStream with file storage there
+	// (the stream registry's key-value bucket and MQTT's state live in it).
+	StoreDir string
+	// Token, when not empty, is required from every client: NATS clients
+	// present it as their token (nats.Token), MQTT clients as their
+	// password (with any non-empty user name: MQTT 3.1.1 sends a password
+	// only with a user name, and nats-server checks the password alone
+	// against the token).
+	Token string
+	// MQTTListen is the MQTT 3.1.1 listener's host:port (port 0: a free
+	// port); "" or "off": none. MQTT needs JetStream (StoreDir).
+	MQTTListen string
+}
+
+// OptionsFrom returns the options vigil run starts its embedded server with:
+// nats.listen, JetStream in <data_dir>/jetstream, the token read from
+// nats.token_file (passed in, already read), and nats.mqtt.listen.
+func OptionsFrom(c *config.Config, token string) Options {
+	return Options{Listen: c.NATS.Listen, StoreDir: filepath.Join(c.DataDir, "jetstream"), Token: token,
+		MQTTListen: c.NATS.MQTT.Listen}
+}
 
 // Start runs an in-process NATS server listening on listen ("host:port";
 // port 0 picks a free port) and waits up to 10 s for it to accept clients.
@@ -19,35 +55,42 @@ import (
 // Shutdown and WaitForShutdown. When token is not empty every client must
 // present it (nats.Token); otherwise the server accepts anyone who can
 // reach listen, which is why the default address is loopback. Errors name
-// the address or directory.
+// the address or directory. It is StartOptions without MQTT.
 func Start(listen, storeDir, token string) (*server.Server, error) {
-	host, portS, err := net.SplitHostPort(listen)
+	return StartOptions(Options{Listen: listen, StoreDir: storeDir, Token: token})
+}
+
+// StartOptions runs an in-process NATS server as o says and waits up to
+// 10 s for every listener it asked for (NATS, MQTT) to accept clients.
+// Shut it down with Shutdown and WaitForShutdown. Errors name the address
+// or directory: a listen address that is not host:port, a port in use,
+// MQTT without a StoreDir.
+func StartOptions(o Options) (*server.Server, error) {
+	host, port, err := splitListen("embedded NATS", o.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("embedded NATS listen address %q: %w", listen, err)
-	}
-	port, err := strconv.Atoi(portS)
-	if err != nil {
-		return nil, fmt.Errorf("embedded NATS listen address %q: bad port: %w", listen, err)
-	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	} else {
-		// Fail at once on a port in use, rather than after the 10 s wait.
-		ln, err := net.Listen("tcp", listen)
-		if err != nil {
-			return nil, fmt.Errorf("embedded NATS cannot listen on %s: %w (is another vigil or NATS server running? set nats.listen)", listen, err)
-		}
-		ln.Close()
+		return nil, err
 	}
 	opts := &server.Options{
-		ServerName: "vigil-embedded", Host: host, Port: port,
-		NoLog: true, NoSigs: true, MaxPayload: 8 << 20, Authorization: token,
+		ServerName: Name, Host: host, Port: port,
+		NoLog: true, NoSigs: true, MaxPayload: 8 << 20, Authorization: o.Token,
 	}
-	if storeDir != "" {
-		if err := os.MkdirAll(storeDir, 0o750); err != nil {
+	if o.MQTTListen != "" && o.MQTTListen != "off" {
+		if o.StoreDir == "" {
+			return nil, fmt.Errorf("embedded NATS MQTT listener %s: MQTT needs JetStream, and no store directory was given", o.MQTTListen)
+		}
+		mhost, mport, err := splitListen("embedded NATS MQTT", o.MQTTListen)
+		if err != nil {
+			return nil, err
+		}
+		// The server's token (Authorization) applies to MQTT clients too:
+		// nats-server takes an MQTT CONNECT's password as the token.
+		opts.MQTT = server.MQTTOpts{Host: mhost, Port: mport}
+	}
+	if o.StoreDir != "" {
+		if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("embedded NATS store directory: %w", err)
 		}
-		opts.JetStream, opts.StoreDir = true, storeDir
+		opts.JetStream, opts.StoreDir = true, o.StoreDir
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -57,7 +100,56 @@ func Start(listen, storeDir, token string) (*server.Server, error) {
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
 		s.WaitForShutdown()
-		return nil, fmt.Errorf("embedded NATS did not start listening on %s within 10 s (port in use?)", listen)
+		if opts.MQTT.Port != 0 {
+			return nil, fmt.Errorf("embedded NATS did not start listening on %s and MQTT on %s within 10 s (port in use?)", o.Listen, o.MQTTListen)
+		}
+		return nil, fmt.Errorf("embedded NATS did not start listening on %s within 10 s (port in use?)", o.Listen)
 	}
 	return s, nil
+}
+
+// splitListen parses a host:port for the listener named what; port 0
+// becomes nats-server's RANDOM_PORT (for nats-server 0 means "default" or
+// "off"), and a port in use fails at once rather than after the 10 s wait.
+func splitListen(what, listen string) (string, int, error) {
+	host, portS, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s listen address %q: %w", what, listen, err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s listen address %q: bad port: %w", what, listen, err)
+	}
+	if port == 0 {
+		return host, server.RANDOM_PORT, nil
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s cannot listen on %s: %w (is another vigil or NATS server running? set nats.listen or nats.mqtt.listen)", what, listen, err)
+	}
+	ln.Close()
+	return host, port, nil
+}
+
+// MQTTAddr returns the host:port the MQTT listener of s is bound to (the
+// port chosen when 0 was asked for), or "" when s has no MQTT listener.
+func MQTTAddr(s *server.Server) string {
+	v, err := s.Varz(nil)
+	if err != nil || v.MQTT.Port <= 0 {
+		return ""
+	}
+	return net.JoinHostPort(v.MQTT.Host, strconv.Itoa(v.MQTT.Port))
+}
+
+// MQTTWarning returns the WARN vigil run logs at every start for an MQTT
+// listener that serves the network without a token (nats.mqtt.insecure:
+// true; config.Validate refuses it otherwise), or "" when there is
+// nothing to warn about: no MQTT, a loopback address, or a token.
+func MQTTWarning(o Options) string {
+	if o.MQTTListen == "" || o.MQTTListen == "off" || o.Token != "" || config.Loopback(o.MQTTListen) {
+		return ""
+	}
+	return "embedded NATS MQTT listener open to the network without a token (nats.mqtt.insecure: true): any MQTT " +
+		"client that can reach " + o.MQTTListen + " can read every detection and event, publish false ones, and " +
+		"read or rewrite the stream registry, camera credentials included; set nats.token_file"
 }
