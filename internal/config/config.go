@@ -961,7 +961,8 @@ func ReadToken(path string) (string, error) {
 // missingModelHint says how to get a model file.
 func missingModelHint(name string) string {
 	if name == "yolox-nano" {
-		return "make setup does not install it: no reachable registry has it; copy yolox_nano.onnx into infer.models_dir"
+		return "make setup downloads it from Megvii's YOLOX GitHub release when github.com can be reached (it said so if not); " +
+			"or copy yolox_nano.onnx into infer.models_dir"
 	}
 	return "run `make setup`, or set infer.models_dir"
 }

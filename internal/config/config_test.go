@@ -130,7 +130,7 @@ streams:
 	m, err := c.ResolveModel("sub/model.onnx")
 	require.NoError(t, err)
 	require.Equal(t, dir+"/sub/model.onnx", m.File, "relative paths not in the working directory resolve in models_dir")
-	require.Contains(t, c.CheckModel("yolox-nano").Error(), "make setup does not install it")
+	require.Contains(t, c.CheckModel("yolox-nano").Error(), "make setup downloads it from Megvii's YOLOX GitHub release")
 }
 
 // Every problem of a stream is reported at once, those the registry's
