@@ -144,8 +144,8 @@ type NATS struct {
 type MQTT struct {
 	// Listen is the MQTT listener's host:port (1883 is MQTT's port; port 0:
 	// a free port); off turns it off. It needs the embedded server (no
-	// url). With nats.token_file set, MQTT clients give the token as their
-	// password, with any user name.
+	// nats.url). With nats.token_file set, MQTT clients give the token as
+	// their password, with any user name (docs/api.md, "MQTT").
 	Listen string `yaml:"listen"`
 	// Insecure lets the MQTT listener listen on an address other than
 	// loopback without nats.token_file (refused otherwise), with a WARN at
