@@ -28,6 +28,7 @@ import (
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -98,9 +99,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// argument echoed back).
 	fmt.Fprintf(stderr, "vigil %s: %s\n", cmd, redact.Text(err.Error()))
 	switch {
-	case app.IsBadInput(err):
+	case cli.IsBadInput(err):
 		return 2
-	case errors.As(err, new(*app.InterruptedError)):
+	case errors.As(err, new(*cli.InterruptedError)):
 		return 130
 	default:
 		return 1
@@ -138,7 +139,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 			if errors.Is(err, flag.ErrHelp) {
 				return err
 			}
-			return &app.BadInputError{Err: err}
+			return &cli.BadInputError{Err: err}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -156,7 +157,7 @@ func loadConfig(path string) (config.Config, error) {
 	}
 	c, err := config.Load(path)
 	if err != nil {
-		return c, &app.BadInputError{Err: err}
+		return c, &cli.BadInputError{Err: err}
 	}
 	return c, nil
 }
@@ -200,15 +201,15 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	if *cfgPath == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return &app.BadInputError{Err: errors.New("--config FILE is required and takes no arguments")}
+		return &cli.BadInputError{Err: errors.New("--config FILE is required and takes no arguments")}
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
-	log, err := app.NewLogger(c.Log, stderr)
+	log, err := cli.NewLogger(c.Log, stderr)
 	if err != nil {
-		return &app.BadInputError{Err: err}
+		return &cli.BadInputError{Err: err}
 	}
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signalContext(stderr, 15*time.Second)
@@ -234,7 +235,7 @@ func cmdDetect(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return &app.BadInputError{Err: errors.New("exactly one SOURCE (file, rtsp:// or http(s):// URL) is required")}
+		return &cli.BadInputError{Err: errors.New("exactly one SOURCE (file, rtsp:// or http(s):// URL) is required")}
 	}
 	c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
 	if err != nil {
@@ -253,9 +254,9 @@ func toolSetup(cfgPath string, stderr io.Writer) (config.Config, *zap.Logger, co
 		return c, nil, nil, nil, err
 	}
 	c.Log.Level = "warn"
-	log, err := app.NewLogger(c.Log, stderr)
+	log, err := cli.NewLogger(c.Log, stderr)
 	if err != nil {
-		return c, nil, nil, nil, &app.BadInputError{Err: err}
+		return c, nil, nil, nil, &cli.BadInputError{Err: err}
 	}
 	ctx, stop := signalContext(stderr, 10*time.Second)
 	return c, log, ctx, stop, nil
@@ -278,16 +279,16 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 	if *tokenFile != "" {
 		t, err := config.ReadToken(*tokenFile)
 		if err != nil {
-			return &app.BadInputError{Err: fmt.Errorf("--token-file: %w", err)}
+			return &cli.BadInputError{Err: fmt.Errorf("--token-file: %w", err)}
 		}
 		o.Token = t
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+		return &cli.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if o.Quiet <= 0 {
-		return &app.BadInputError{Err: fmt.Errorf("--quiet %s: must be positive", o.Quiet)}
+		return &cli.BadInputError{Err: fmt.Errorf("--quiet %s: must be positive", o.Quiet)}
 	}
 	o.Notes = stderr
 	ctx, stop := signalContext(stderr, 5*time.Second)
@@ -322,27 +323,27 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+		return &cli.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	streamsMode := *streams
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range []string{"start", "ffmpeg", "ceiling"} {
 		if set[name] && !streamsMode {
-			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
+			return &cli.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
 		}
 	}
 	if set["warmup"] && !streamsMode && !*sweep {
-		return &app.BadInputError{Err: errors.New("--warmup applies to --sweep and --streams only")}
+		return &cli.BadInputError{Err: errors.New("--warmup applies to --sweep and --streams only")}
 	}
 	if *ceiling < 0 || (*ceiling > 0 && *ceiling <= 3*time.Second) {
-		return &app.BadInputError{Err: fmt.Errorf("--ceiling %s: want 0 (skip) or more than 3s (each decode is counted after 2s of start-up)", *ceiling)}
+		return &cli.BadInputError{Err: fmt.Errorf("--ceiling %s: want 0 (skip) or more than 3s (each decode is counted after 2s of start-up)", *ceiling)}
 	}
 	if *warmup <= 0 {
-		return &app.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", *warmup)}
+		return &cli.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", *warmup)}
 	}
 	if streamsMode && (*gpuMode || *sweep) {
-		return &app.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
+		return &cli.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
 	}
 	if *cpuProfile != "" {
 		stopProfile, err := startCPUProfile(*cpuProfile, stderr)
@@ -363,7 +364,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *gpuMode && *sweep {
-		return &app.BadInputError{Err: errors.New("--gpu and --sweep are separate benchmarks; give one (the sweep uses the GPU engine when infer.provider allows it)")}
+		return &cli.BadInputError{Err: errors.New("--gpu and --sweep are separate benchmarks; give one (the sweep uses the GPU engine when infer.provider allows it)")}
 	}
 	if *gpuMode {
 		g := app.GPUBenchOptions{Source: o.Source, Duration: o.Duration}
@@ -374,12 +375,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		for _, b := range strings.Split(*batches, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(b))
 			if err != nil || n < 1 || n > 64 || slices.Contains(g.Batches, n) {
-				return &app.BadInputError{Err: fmt.Errorf("--batches %q: want distinct sizes 1 to 64, comma-separated", *batches)}
+				return &cli.BadInputError{Err: fmt.Errorf("--batches %q: want distinct sizes 1 to 64, comma-separated", *batches)}
 			}
 			g.Batches = append(g.Batches, n)
 		}
 		if o.Duration <= 0 {
-			return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
+			return &cli.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
 		}
 		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
 		if err != nil {
@@ -387,18 +388,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 		_, err = app.BenchGPU(ctx, c, g, stdout)
-		return app.Interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
+		return cli.Interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
 	}
 	if *sweep {
 		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each < 100*time.Millisecond || *budgetMS <= 0 {
-			return &app.BadInputError{Err: errors.New("--max-streams 1..256, --step >= 1, --each >= 100ms and --budget-ms > 0 are needed")}
+			return &cli.BadInputError{Err: errors.New("--max-streams 1..256, --step >= 1, --each >= 100ms and --budget-ms > 0 are needed")}
 		}
 		if *plotPath != "" {
 			if !strings.HasSuffix(strings.ToLower(*plotPath), ".png") {
-				return &app.BadInputError{Err: fmt.Errorf("--plot %q: want a .png file", *plotPath)}
+				return &cli.BadInputError{Err: fmt.Errorf("--plot %q: want a .png file", *plotPath)}
 			}
 			if st, err := os.Stat(filepath.Dir(*plotPath)); err != nil || !st.IsDir() {
-				return &app.BadInputError{Err: fmt.Errorf("--plot %q: its directory does not exist", *plotPath)}
+				return &cli.BadInputError{Err: fmt.Errorf("--plot %q: its directory does not exist", *plotPath)}
 			}
 		}
 		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
@@ -417,10 +418,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
 			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, stdout)
-		return app.Interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
+		return cli.Interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
 	}
 	if o.Duration <= 0 {
-		return &app.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
+		return &cli.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
 	}
 	c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
 	if err != nil {
@@ -428,7 +429,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	_, err = app.Bench(ctx, c, o, log, stdout)
-	return app.Interrupted(ctx, err, "before the bench finished; its figures are incomplete")
+	return cli.Interrupted(ctx, err, "before the bench finished; its figures are incomplete")
 }
 
 // startCPUProfile writes a Go CPU profile to path until the returned stop
@@ -437,7 +438,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 func startCPUProfile(path string, stderr io.Writer) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, &app.BadInputError{Err: fmt.Errorf("--cpuprofile: %w", err)}
+		return nil, &cli.BadInputError{Err: fmt.Errorf("--cpuprofile: %w", err)}
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
@@ -461,13 +462,13 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+		return &cli.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if o.Window <= 0 {
-		return &app.BadInputError{Err: fmt.Errorf("--window %s: must be positive", o.Window)}
+		return &cli.BadInputError{Err: fmt.Errorf("--window %s: must be positive", o.Window)}
 	}
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &app.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", redact.URL(o.URL))}
+		return &cli.BadInputError{Err: fmt.Errorf("--metrics %q: want an http(s) URL such as http://127.0.0.1:9090/metrics", redact.URL(o.URL))}
 	}
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()
@@ -482,7 +483,7 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return &app.BadInputError{Err: errors.New("exactly one FILE is required")}
+		return &cli.BadInputError{Err: errors.New("exactly one FILE is required")}
 	}
 	c, err := loadConfig(fs.Arg(0))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/redact"
 )
 
@@ -67,19 +68,19 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return &app.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+		return &cli.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if !(o.MaxWaste >= 0 && o.MaxWaste <= 100) { // also refuses NaN
-		return &app.BadInputError{Err: fmt.Errorf("--max-waste %g: want a percentage from 0 to 100", o.MaxWaste)}
+		return &cli.BadInputError{Err: fmt.Errorf("--max-waste %g: want a percentage from 0 to 100", o.MaxWaste)}
 	}
 	if o.Timeout <= 0 {
-		return &app.BadInputError{Err: fmt.Errorf("--timeout %s: must be positive", o.Timeout)}
+		return &cli.BadInputError{Err: fmt.Errorf("--timeout %s: must be positive", o.Timeout)}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range []string{"timeout", "nats"} {
 		if set[name] && !o.Probe {
-			return &app.BadInputError{Err: fmt.Errorf("--%s applies to --probe only", name)}
+			return &cli.BadInputError{Err: fmt.Errorf("--%s applies to --probe only", name)}
 		}
 	}
 	c, err := loadConfig(*cfgPath)
@@ -88,7 +89,7 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 	}
 	if !o.Probe {
 		if u, err := url.Parse(*apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &app.BadInputError{Err: fmt.Errorf("--api %q: want an http(s) URL such as http://127.0.0.1:8080", redact.URL(*apiURL))}
+			return &cli.BadInputError{Err: fmt.Errorf("--api %q: want an http(s) URL such as http://127.0.0.1:8080", redact.URL(*apiURL))}
 		}
 		if o.Client, err = app.NewClient(*apiURL, *tokenFile, *ca); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -110,7 +111,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, streamsUsage)
 		if len(args) == 0 {
-			return &app.BadInputError{Err: errors.New("a command is required: ls, get, add, set, rm or apply")}
+			return &cli.BadInputError{Err: errors.New("a command is required: ls, get, add, set, rm or apply")}
 		}
 		return flag.ErrHelp
 	}
@@ -138,7 +139,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	case "ls", "get", "rm":
 	default:
 		fmt.Fprint(stderr, streamsUsage)
-		return &app.BadInputError{Err: fmt.Errorf("unknown command %q", sub)}
+		return &cli.BadInputError{Err: fmt.Errorf("unknown command %q", sub)}
 	}
 	// Allow the positional ID before the flags (vigil streams get cam1 -o json).
 	var pos []string
@@ -150,24 +151,24 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	}
 	pos = append(pos, fs.Args()...)
 	if *output != "table" && *output != "json" {
-		return &app.BadInputError{Err: fmt.Errorf("-o %q: want table or json", *output)}
+		return &cli.BadInputError{Err: fmt.Errorf("-o %q: want table or json", *output)}
 	}
 	if _, err := url.ParseRequestURI(*apiURL); err != nil {
-		return &app.BadInputError{Err: fmt.Errorf("--api %q: not a URL", redact.URL(*apiURL))}
+		return &cli.BadInputError{Err: fmt.Errorf("--api %q: not a URL", redact.URL(*apiURL))}
 	}
 	needID := sub == "get" || sub == "set" || sub == "rm"
 	if needID && len(pos) != 1 || !needID && sub != "apply" && len(pos) != 0 {
 		fs.Usage()
 		if needID {
-			return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (one stream ID, got %d arguments)", synopsis, len(pos))}
+			return &cli.BadInputError{Err: fmt.Errorf("usage: vigil %s (one stream ID, got %d arguments)", synopsis, len(pos))}
 		}
-		return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (no arguments, got %q)", synopsis, pos)}
+		return &cli.BadInputError{Err: fmt.Errorf("usage: vigil %s (no arguments, got %q)", synopsis, pos)}
 	}
 	var file config.Config
 	if sub == "apply" {
 		if *cfgPath == "" {
 			fs.Usage()
-			return &app.BadInputError{Err: fmt.Errorf("usage: vigil %s (--config is required)", synopsis)}
+			return &cli.BadInputError{Err: fmt.Errorf("usage: vigil %s (--config is required)", synopsis)}
 		}
 		var err error
 		if file, err = loadConfig(*cfgPath); err != nil {
@@ -204,7 +205,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 	case "set":
 		body := sf.body()
 		if len(body) == 0 {
-			return &app.BadInputError{Err: errors.New("streams set: give at least one field to change")}
+			return &cli.BadInputError{Err: errors.New("streams set: give at least one field to change")}
 		}
 		var s api.Stream
 		if err := c.Do(ctx, http.MethodPatch, "/v1/streams/"+url.PathEscape(pos[0]), body, &s); err != nil {
@@ -239,7 +240,7 @@ func applyStreams(ctx context.Context, c *app.Client, file *config.Config, ids [
 	}
 	for _, id := range ids {
 		if _, ok := byID[id]; !ok {
-			return &app.BadInputError{Err: fmt.Errorf("stream %q is not in %s (its streams: %s)", id, file.Source, strings.Join(all, ", "))}
+			return &cli.BadInputError{Err: fmt.Errorf("stream %q is not in %s (its streams: %s)", id, file.Source, strings.Join(all, ", "))}
 		}
 	}
 	for _, id := range ids {

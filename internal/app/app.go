@@ -24,13 +24,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/hwmon"
@@ -39,61 +39,6 @@ import (
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
 )
-
-// BadInputError marks an error caused by the user's input (config, flags,
-// model file, URL) rather than by the environment; cmd/vigil exits with
-// status 2 for it.
-type BadInputError struct{ Err error }
-
-func (e *BadInputError) Error() string { return e.Err.Error() }
-func (e *BadInputError) Unwrap() error { return e.Err }
-
-// InterruptedError is returned by a tool (bench) stopped by SIGINT or
-// SIGTERM before it finished: What names the step it was in. It wraps
-// context.Canceled; cmd/vigil exits 130 on it (128 + SIGINT, the shell's
-// convention).
-type InterruptedError struct{ What string }
-
-// Error is "interrupted " and What.
-func (e *InterruptedError) Error() string { return "interrupted " + e.What }
-
-// Unwrap returns context.Canceled, so errors.Is(err, context.Canceled)
-// holds.
-func (e *InterruptedError) Unwrap() error { return context.Canceled }
-
-// Interrupted returns err as an *InterruptedError naming what when ctx
-// ended (a signal) and err is that cancellation, e.g. a tool's "context
-// canceled" from a step with no message of its own; any other err, and an
-// err that already is an *InterruptedError, is returned as it is.
-func Interrupted(ctx context.Context, err error, what string) error {
-	if err == nil || ctx.Err() == nil || !errors.Is(err, context.Canceled) || errors.As(err, new(*InterruptedError)) {
-		return err
-	}
-	return &InterruptedError{What: what}
-}
-
-func badInput(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &BadInputError{Err: err}
-}
-
-// NewLogger builds the zap logger for a log config, writing to w.
-func NewLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(c.Level)
-	if err != nil {
-		return nil, err
-	}
-	ec := zap.NewProductionEncoderConfig()
-	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	enc := zapcore.NewJSONEncoder(ec)
-	if c.Format != "json" {
-		ec.EncodeLevel = zapcore.CapitalLevelEncoder
-		enc = zapcore.NewConsoleEncoder(ec)
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
-}
 
 // detector is what the service needs of an engine: infer.Engine on the
 // CPU, gpu.Engine on an NVIDIA GPU.
@@ -150,7 +95,7 @@ func (e *engines) batchEngines(ref, pool string, dev int, base detector) ([]pipe
 	}
 	m, err := e.cfg.ResolveModel(ref)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	var list []pipeline.BatchEngine
 	for _, n := range e.cfg.Infer.BatchSizes {
@@ -167,7 +112,7 @@ func (e *engines) batchEngines(ref, pool string, dev int, base detector) ([]pipe
 			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
 		}
 		if eng.Batch() != n {
-			return nil, badInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))
+			return nil, cli.BadInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))
 		}
 		list = append(list, eng)
 	}
@@ -280,7 +225,7 @@ func (e *engines) gate(eng detector) *pipeline.Gate {
 
 func openRuntime(c *config.Config) error {
 	if err := infer.InitRuntime(c.Infer.ORTLibrary); err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	if err := ortdev.Init(c.Infer.ORTLibrary); err != nil {
 		return err
@@ -340,7 +285,7 @@ func (e *engines) instance(ref, pool string, dev int) (detector, error) {
 	}
 	m, err := e.cfg.ResolveModel(ref)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	return e.openLocked(m, engineKey(m.Name, pool, dev), pool, dev)
 }
@@ -385,7 +330,7 @@ func placementDevices(c *config.Config) ([]int, error) {
 			if n, err := cuda.DeviceCount(); err == nil {
 				for _, d := range c.Infer.Devices {
 					if d >= n {
-						return nil, badInput(fmt.Errorf("infer.devices: device %d does not exist (%d GPUs visible)", d, n))
+						return nil, cli.BadInput(fmt.Errorf("infer.devices: device %d does not exist (%d GPUs visible)", d, n))
 					}
 				}
 			}
@@ -503,7 +448,7 @@ func (e *engines) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (
 			return g, choice, nil
 		}
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, infer.ErrModelMismatch) {
-			return nil, "", badInput(err)
+			return nil, "", cli.BadInput(err)
 		}
 		gpuErr = err
 	}
@@ -514,20 +459,13 @@ func (e *engines) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (
 		NoSpin: pool != "",
 	})
 	if err != nil {
-		return nil, "", badInput(err)
+		return nil, "", cli.BadInput(err)
 	}
 	choice := "execution provider cpu (infer.provider: cpu)"
 	if gpuErr != nil {
-		choice = "execution provider cpu (GPU engine unavailable: " + oneLine(gpuErr.Error()) + ")"
+		choice = "execution provider cpu (GPU engine unavailable: " + cli.OneLine(gpuErr.Error()) + ")"
 	}
 	return eng, choice, nil
-}
-
-func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 // observeGPU returns the GPU engine's per-batch hook: stage histograms.
@@ -581,11 +519,11 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	// config.Parse refuses these already; a Config built another way is
 	// held to the same rule before anything listens.
 	if err := c.CheckExposure(); err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	sources, err := c.Sources()
 	if err != nil {
-		return badInput(err)
+		return cli.BadInput(err)
 	}
 	decode.SetLogger(log)
 	defer decode.SetLogger(nil) // logs FFmpeg line counts still pending
@@ -612,7 +550,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			continue
 		}
 		if _, err := engs.batchEngines(s.Model, "", devices[0], eng); err != nil {
-			return badInput(fmt.Errorf("infer.batch_sizes: streams[%s]: %w", s.ID, err))
+			return cli.BadInput(fmt.Errorf("infer.batch_sizes: streams[%s]: %w", s.ID, err))
 		}
 	}
 	var token, natsToken string
@@ -625,7 +563,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		}
 		v, err := config.ReadToken(t.path)
 		if err != nil {
-			return badInput(fmt.Errorf("%s: %w", t.field, err))
+			return cli.BadInput(fmt.Errorf("%s: %w", t.field, err))
 		}
 		*t.dst = v
 	}
@@ -835,7 +773,7 @@ func boundAsConfigured(field, listen, bound string) error {
 	}
 	host, _, err := net.SplitHostPort(bound)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-		return badInput(fmt.Errorf("%s %s: bound to %s, which is not a loopback address", field, listen, bound))
+		return cli.BadInput(fmt.Errorf("%s %s: bound to %s, which is not a loopback address", field, listen, bound))
 	}
 	return nil
 }
@@ -848,32 +786,13 @@ func boundAsConfigured(field, listen, bound string) error {
 func writeProgress(w io.Writer, snaps []pipeline.StreamSnapshot, st sinks.NATSState, now time.Time) {
 	held := ""
 	if !st.Connected {
-		held = "NATS down " + roughDuration(now.Sub(st.DownSince))
+		held = "NATS down " + cli.RoughDuration(now.Sub(st.DownSince))
 	}
 	pipeline.WriteProgress(w, snaps, held)
 	if !st.Connected {
 		fmt.Fprintf(w, "%-16s down %s: %d messages (%s of %s) held in the reconnect buffer, sent when it is back, lost if it fills or vigil stops; undelivered %d\n",
-			"NATS", roughDuration(now.Sub(st.DownSince)), st.HeldMessages, humanBytes(st.HeldBytes), humanBytes(st.BufferLimitBytes), st.Undelivered)
+			"NATS", cli.RoughDuration(now.Sub(st.DownSince)), st.HeldMessages, cli.HumanBytes(st.HeldBytes), cli.HumanBytes(st.BufferLimitBytes), st.Undelivered)
 	}
-}
-
-// humanBytes writes b as "310 KiB" or "8.0 MiB".
-func humanBytes(b int) string {
-	if b < 1<<20 {
-		return strconv.Itoa((b+1023)/1024) + " KiB"
-	}
-	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
-}
-
-// roughDuration writes d for a person: "12 s", "4 min", "3.5 h".
-func roughDuration(d time.Duration) string {
-	switch {
-	case d < 2*time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + " s"
-	case d < 2*time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + " min"
-	}
-	return strconv.FormatFloat(d.Hours(), 'f', 1, 64) + " h"
 }
 
 // serveHTTP listens on addr and serves h (over TLS when cert and key are
@@ -904,10 +823,4 @@ func serveHTTP(addr string, h http.Handler, cert, key string) (string, func(), e
 		_ = srv.Shutdown(sctx)
 		<-done
 	}, nil
-}
-
-// IsBadInput reports whether err is (or wraps) a BadInputError.
-func IsBadInput(err error) bool {
-	var b *BadInputError
-	return errors.As(err, &b)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/redact"
@@ -72,7 +73,7 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 		o.Duration = 3 * time.Second
 	}
 	if kind, _, err := decode.ParseURL(o.Source); err != nil || kind != decode.KindFile {
-		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", redact.URL(o.Source)))
+		return r, cli.BadInput(fmt.Errorf("--source %s: bench needs a local file", redact.URL(o.Source)))
 	}
 	decode.SetLogger(nil)
 	if err := openRuntime(&c); err != nil {

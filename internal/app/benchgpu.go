@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/pipeline"
@@ -85,11 +86,11 @@ func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Wr
 	}
 	chain := gpuChain(c.Infer.Provider)
 	if chain == nil {
-		return nil, badInput(errors.New("bench --gpu: infer.provider is cpu"))
+		return nil, cli.BadInput(errors.New("bench --gpu: infer.provider is cpu"))
 	}
 	for _, name := range o.Models {
 		if _, err := c.ResolveModel(name); err != nil {
-			return nil, badInput(err)
+			return nil, cli.BadInput(err)
 		}
 	}
 	if err := cuda.Init(); err != nil {
@@ -120,7 +121,7 @@ func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Wr
 	for _, name := range o.Models {
 		m, err := c.ResolveModel(name)
 		if err != nil {
-			return rows, badInput(err)
+			return rows, cli.BadInput(err)
 		}
 		cpuPre, cpuDets, err := cpuReference(m, frames)
 		if err != nil {
@@ -178,7 +179,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 func grabFrames(ctx context.Context, src string, n int) ([]pipeline.Image, error) {
 	s, err := decode.New(decode.Options{URL: src, Loop: true})
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cli.BadInput(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -211,7 +212,7 @@ func cpuReference(m infer.Model, frames []pipeline.Image) (time.Duration, [][]pi
 	eng, err := infer.Open(infer.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
 		IoUThreshold: m.IoUThreshold, Resizer: sc})
 	if err != nil {
-		return 0, nil, badInput(err)
+		return 0, nil, cli.BadInput(err)
 	}
 	defer eng.Close()
 	var pre time.Duration

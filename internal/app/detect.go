@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
@@ -33,19 +34,19 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 		o.StreamID = "detect"
 	}
 	if !registry.ValidID(o.StreamID) {
-		return badInput(fmt.Errorf("--id %q: want 1-64 characters of A-Z a-z 0-9 _ -", o.StreamID))
+		return cli.BadInput(fmt.Errorf("--id %q: want 1-64 characters of A-Z a-z 0-9 _ -", o.StreamID))
 	}
 	if o.MaxFrames < 0 {
-		return badInput(fmt.Errorf("--max-frames %d: must not be negative", o.MaxFrames))
+		return cli.BadInput(fmt.Errorf("--max-frames %d: must not be negative", o.MaxFrames))
 	}
 	decode.SetLogger(log)
 	src, err := decode.New(decode.Options{URL: o.Source, StreamID: o.StreamID, Realtime: o.Realtime, Logger: log})
 	if err != nil {
-		return badInput(fmt.Errorf("source: %w", err))
+		return cli.BadInput(fmt.Errorf("source: %w", err))
 	}
 	m, err := c.ResolveModel(o.Model)
 	if err != nil {
-		return badInput(fmt.Errorf("--model: %w", err))
+		return cli.BadInput(fmt.Errorf("--model: %w", err))
 	}
 	if err := openRuntime(&c); err != nil {
 		return err

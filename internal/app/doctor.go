@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/redact"
 )
 
@@ -97,7 +98,7 @@ type families map[string]*dto.MetricFamily
 func scrape(ctx context.Context, url string) (families, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, badInput(fmt.Errorf("--metrics %q: %w", url, err))
+		return nil, cli.BadInput(fmt.Errorf("--metrics %q: %w", url, err))
 	}
 	req.Header.Set("Accept", "text/plain")
 	resp, err := http.DefaultClient.Do(req)
@@ -367,7 +368,7 @@ func natsCheck(a, b families) Check {
 	reconnects := counterTotal(b, "vigil_nats_reconnects_total") - counterTotal(a, "vigil_nats_reconnects_total")
 	if up[0] != 1 {
 		held, bytes, limit := sum(gauges(b, "vigil_nats_reconnect_buffer_messages")), sum(gauges(b, "vigil_nats_reconnect_buffer_bytes")), sum(gauges(b, "vigil_nats_reconnect_buffer_limit_bytes"))
-		c.Measured = fmt.Sprintf("down, %.0f held (%s of %s)", held, humanBytes(int(bytes)), humanBytes(int(limit)))
+		c.Measured = fmt.Sprintf("down, %.0f held (%s of %s)", held, cli.HumanBytes(int(bytes)), cli.HumanBytes(int(limit)))
 		if undelivered > 0 {
 			c.Measured += fmt.Sprintf(", %.0f undelivered", undelivered)
 		}

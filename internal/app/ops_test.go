@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/testenv"
 )
 
@@ -46,7 +47,7 @@ func TestTailUnknownAndQuietStreams(t *testing.T) {
 	start := time.Now()
 	err := app.Tail(ctx, app.TailOptions{URL: v.ep.NATS, Stream: "nope"}, io.Discard)
 	require.Error(t, err)
-	require.True(t, app.IsBadInput(err), "%v", err)
+	require.True(t, cli.IsBadInput(err), "%v", err)
 	require.ErrorContains(t, err, `--stream "nope": no such stream in registry vigil_streams (registered: cam, off)`)
 	require.Less(t, time.Since(start), 30*time.Second, "answered, not timed out")
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/testenv"
 )
@@ -56,7 +57,7 @@ func TestRunRefusesOpenListeners(t *testing.T) {
 	started := false
 	err = app.Run(ctx, c, zap.NewNop(), nil, func(app.Endpoints) { started = true; cancel() })
 	require.False(t, started, "vigil started")
-	require.True(t, app.IsBadInput(err), "%v", err)
+	require.True(t, cli.IsBadInput(err), "%v", err)
 	require.Contains(t, err.Error(), `api.listen: "0.0.0.0:0" is not a loopback address and api.token_file is not set`)
 	require.Contains(t, err.Error(), `nats.listen: ":0" is not a loopback address and nats.token_file is not set`)
 }

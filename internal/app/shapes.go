@@ -24,6 +24,7 @@ import (
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/redact"
@@ -170,7 +171,7 @@ func Shapes(ctx context.Context, c config.Config, o ShapesOptions, out io.Writer
 		var specs []registry.Spec
 		sources, err := c.Sources()
 		if err != nil {
-			return r, badInput(err)
+			return r, cli.BadInput(err)
 		}
 		specs, r.From, err = registeredSpecs(ctx, &c, o.NATS)
 		if err != nil {
@@ -244,7 +245,7 @@ func registeredSpecs(ctx context.Context, c *config.Config, natsURL string) ([]r
 	if c.NATS.TokenFile != "" {
 		t, err := config.ReadToken(c.NATS.TokenFile)
 		if err != nil {
-			return nil, "", badInput(fmt.Errorf("nats.token_file: %w", err))
+			return nil, "", cli.BadInput(fmt.Errorf("nats.token_file: %w", err))
 		}
 		token = t
 	}
@@ -275,7 +276,7 @@ func registeredSpecs(ctx context.Context, c *config.Config, natsURL string) ([]r
 			case err == nil:
 				from = "registry on the running vigil's NATS at " + c.NATS.Listen
 			case strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
-				return nil, "", badInput(fmt.Errorf("the NATS server at %s refused the token (set nats.token_file as that vigil does): %w", c.NATS.Listen, err))
+				return nil, "", cli.BadInput(fmt.Errorf("the NATS server at %s refused the token (set nats.token_file as that vigil does): %w", c.NATS.Listen, err))
 			default:
 				nc = nil
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/internal/api"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -34,18 +35,18 @@ func NewClient(base, tokenFile, caFile string) (*Client, error) {
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return nil, badInput(fmt.Errorf("--token-file: %w", err))
+			return nil, cli.BadInput(fmt.Errorf("--token-file: %w", err))
 		}
 		c.Token = strings.TrimSpace(string(b))
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, badInput(fmt.Errorf("--ca: %w", err))
+			return nil, cli.BadInput(fmt.Errorf("--ca: %w", err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, badInput(fmt.Errorf("--ca %s: no PEM certificate in it", caFile))
+			return nil, cli.BadInput(fmt.Errorf("--ca %s: no PEM certificate in it", caFile))
 		}
 		c.HTTP.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
@@ -79,7 +80,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
 	if err != nil {
-		return badInput(fmt.Errorf("--api %s: %w", redact.URL(c.Base), err))
+		return cli.BadInput(fmt.Errorf("--api %s: %w", redact.URL(c.Base), err))
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -99,7 +100,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 			ae.Body.Error = strings.TrimSpace(string(b))
 		}
 		if resp.StatusCode/100 == 4 {
-			return badInput(ae)
+			return cli.BadInput(ae)
 		}
 		return ae
 	}
@@ -163,7 +164,7 @@ func PrintStreamList(w io.Writer, format string, l api.StreamList, now time.Time
 	if format == "table" && l.NATS != nil && !l.NATS.Connected {
 		n := l.NATS
 		fmt.Fprintf(w, "NATS is down (for %s): %d messages (%s of %s) held in the reconnect buffer, sent when it is back, lost if it fills or vigil stops; %d undelivered since start\n",
-			roughDuration(now.Sub(n.DownSince)), n.HeldMessages, humanBytes(n.HeldBytes), humanBytes(n.BufferLimitBytes), n.Undelivered)
+			cli.RoughDuration(now.Sub(n.DownSince)), n.HeldMessages, cli.HumanBytes(n.HeldBytes), cli.HumanBytes(n.BufferLimitBytes), n.Undelivered)
 		if l.RegistryError != "" {
 			fmt.Fprintf(w, "registry unreachable: streams as vigil last read them\n")
 		}

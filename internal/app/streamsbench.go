@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/hwmon"
@@ -105,7 +106,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	defer func() {
 		// ctx ended during a step that has no message of its own (the
 		// runtime or the engines opening): say so, not "context canceled".
-		err = Interrupted(ctx, err, "before the first point; nothing was measured")
+		err = cli.Interrupted(ctx, err, "before the first point; nothing was measured")
 	}()
 	if o.Source == "" {
 		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
@@ -136,22 +137,22 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		}
 	}
 	if len(bad) > 0 {
-		return r, badInput(fmt.Errorf("bench --streams: %s", strings.Join(bad, "; ")))
+		return r, cli.BadInput(fmt.Errorf("bench --streams: %s", strings.Join(bad, "; ")))
 	}
 	kind, path, err := decode.ParseURL(o.Source)
 	if err != nil {
-		return r, badInput(fmt.Errorf("--source: %w", err))
+		return r, cli.BadInput(fmt.Errorf("--source: %w", err))
 	}
 	if kind != decode.KindFile {
-		return r, badInput(fmt.Errorf("--source %s: bench needs a local file", decode.RedactURL(o.Source)))
+		return r, cli.BadInput(fmt.Errorf("--source %s: bench needs a local file", decode.RedactURL(o.Source)))
 	}
 	o.Source = strings.TrimPrefix(path, "file:") // a file:// URL becomes its path, for ffmpeg too
 	if st, err := os.Stat(o.Source); err != nil {
-		return r, badInput(fmt.Errorf("--source %s: %w", o.Source, err))
+		return r, cli.BadInput(fmt.Errorf("--source %s: %w", o.Source, err))
 	} else if st.IsDir() {
-		return r, badInput(fmt.Errorf("--source %s: a directory, not a video file", o.Source))
+		return r, cli.BadInput(fmt.Errorf("--source %s: a directory, not a video file", o.Source))
 	} else if !st.Mode().IsRegular() {
-		return r, badInput(fmt.Errorf("--source %s: not a regular file (%s); the copies loop it, so it must be a file", o.Source, st.Mode().Type()))
+		return r, cli.BadInput(fmt.Errorf("--source %s: not a regular file (%s); the copies loop it, so it must be a file", o.Source, st.Mode().Type()))
 	}
 	// A file that is not video (or not one FFmpeg decodes) fails now, not
 	// at the first point after a minute of ceilings. FFmpeg's own log
@@ -159,33 +160,33 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	decode.SetLogger(nil)
 	if _, _, err := probeSize(ctx, registry.Spec{ID: "source", URL: o.Source}, 10*time.Second); err != nil {
 		if ctx.Err() != nil {
-			return r, &InterruptedError{What: "while opening --source"}
+			return r, &cli.InterruptedError{What: "while opening --source"}
 		}
-		return r, badInput(fmt.Errorf("--source: not a video vigil can decode: %w", err))
+		return r, cli.BadInput(fmt.Errorf("--source: not a video vigil can decode: %w", err))
 	}
 	if !o.NoCeilings {
 		if _, err := exec.LookPath(o.FFmpeg); err != nil {
-			return r, badInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
+			return r, cli.BadInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
 		}
 	}
 	// decode.hwaccel cuda fails every stream NVDEC cannot take: without a
 	// usable GPU, say so now, not after a minute of ceilings.
 	if c.Decode.HWAccel == "cuda" {
 		if err := cuda.Init(); err != nil {
-			return r, badInput(fmt.Errorf("decode.hwaccel cuda: NVDEC is not available here (%w); use auto, hybrid or none", err))
+			return r, cli.BadInput(fmt.Errorf("decode.hwaccel cuda: NVDEC is not available here (%w); use auto, hybrid or none", err))
 		}
 	}
 	// A wrong model name or a missing file fails now, not after a minute
 	// of ceilings (a file ONNX Runtime cannot load: once it is open, below).
 	if err := c.CheckModel(o.Model); err != nil {
-		return r, badInput(fmt.Errorf("--model: %w", err))
+		return r, cli.BadInput(fmt.Errorf("--model: %w", err))
 	}
 	if err := openRuntime(&c); err != nil {
 		return r, err
 	}
 	if m, err := c.ResolveModel(o.Model); err == nil {
 		if _, err := infer.Inspect(m.File, m.Adapter); err != nil {
-			return r, badInput(fmt.Errorf("--model: %w", err))
+			return r, cli.BadInput(fmt.Errorf("--model: %w", err))
 		}
 	}
 	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
@@ -213,7 +214,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 		fmt.Fprintf(out, "  decode-only ceilings skipped\n")
 	} else if err := measureCeilings(ctx, o, devs, &r, out); err != nil {
 		if ctx.Err() != nil {
-			return r, &InterruptedError{What: "while measuring the decode-only ceilings; vigil itself was not measured"}
+			return r, &cli.InterruptedError{What: "while measuring the decode-only ceilings; vigil itself was not measured"}
 		}
 		return r, err
 	} else if r.Combined == 0 {
@@ -300,7 +301,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 					done += ", and " + plural(r.Best.Streams, "stream") + " passed"
 				}
 			}
-			return r, &InterruptedError{What: fmt.Sprintf("during the %d-stream point (not counted); %s", n, done)}
+			return r, &cli.InterruptedError{What: fmt.Sprintf("during the %d-stream point (not counted); %s", n, done)}
 		}
 		if err != nil {
 			return r, err
@@ -513,7 +514,7 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, devs []int, k 
 				// "[Context @ 0x...]" addresses; else the exit status.
 				why := err.Error()
 				if stderr.Len() > 0 {
-					why = ffAddr.ReplaceAllString(oneLine(stderr.String()), "[$1]")
+					why = ffAddr.ReplaceAllString(cli.OneLine(stderr.String()), "[$1]")
 				}
 				err = fmt.Errorf("%s: %s", ffmpeg, why)
 			}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/testenv"
@@ -66,7 +67,7 @@ func TestBenchStreams(t *testing.T) {
 		cc.Decode.HWAccel = "cuda"
 		_, err = app.BenchStreams(context.Background(), cc, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
 			Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
-		var bad *app.BadInputError
+		var bad *cli.BadInputError
 		require.ErrorAs(t, err, &bad)
 		require.ErrorContains(t, err, "decode.hwaccel cuda: NVDEC is not available here")
 		require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
@@ -122,7 +123,7 @@ func TestBenchStreamsInputs(t *testing.T) {
 	o = one
 	o.Source = fifo
 	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
-	var bad *app.BadInputError
+	var bad *cli.BadInputError
 	require.ErrorAs(t, err, &bad)
 	require.ErrorContains(t, err, "not a regular file")
 
@@ -152,7 +153,7 @@ func TestBenchStreamsBadNumbers(t *testing.T) {
 	var out bytes.Buffer
 	_, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"),
 		Start: 5, Step: 0, Max: 3, Each: time.Millisecond, Budget: time.Second}, zap.NewNop(), &out)
-	var bad *app.BadInputError
+	var bad *cli.BadInputError
 	require.ErrorAs(t, err, &bad)
 	require.EqualError(t, err, "bench --streams: --step 0: want 1 or more; --max-streams 3: want --start (5) or more; --each 1ms: want 100ms or more")
 	require.Empty(t, out.String())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/sinks"
@@ -66,7 +67,7 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 	token := "*"
 	if o.Stream != "" {
 		if !registry.ValidID(o.Stream) {
-			return badInput(fmt.Errorf("--stream %q: want 1-64 characters of A-Z a-z 0-9 _ -", o.Stream))
+			return cli.BadInput(fmt.Errorf("--stream %q: want 1-64 characters of A-Z a-z 0-9 _ -", o.Stream))
 		}
 		token = o.Stream
 	}
@@ -149,7 +150,7 @@ func checkTailStream(ctx context.Context, nc *nats.Conn, o TailOptions) error {
 		if len(ids) > 0 {
 			known = strings.Join(ids, ", ")
 		}
-		return badInput(fmt.Errorf("--stream %q: no such stream in registry %s (registered: %s); add it with: vigil streams add", o.Stream, o.Bucket, known))
+		return cli.BadInput(fmt.Errorf("--stream %q: no such stream in registry %s (registered: %s); add it with: vigil streams add", o.Stream, o.Bucket, known))
 	case err != nil:
 		return cannot(err)
 	case !e.Spec.IsEnabled():
