@@ -402,7 +402,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				return &cli.BadInputError{Err: fmt.Errorf("--plot %q: its directory does not exist", *plotPath)}
 			}
 		}
-		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
+		c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
 		if err != nil {
 			return err
 		}
@@ -417,7 +417,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			ns = append(ns, *maxStreams) // always measure the largest load asked for
 		}
 		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
-			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, stdout)
+			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, log, stdout)
 		return cli.Interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
 	}
 	if o.Duration <= 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/pipeline"
@@ -76,15 +77,15 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 		return r, cli.BadInput(fmt.Errorf("--source %s: bench needs a local file", redact.URL(o.Source)))
 	}
 	decode.SetLogger(nil)
-	if err := openRuntime(&c); err != nil {
+	if err := engines.OpenRuntime(&c); err != nil {
 		return r, err
 	}
 	// This benchmark is of the CPU engine (Raw replays a host tensor); the
 	// GPU engine has its own, `vigil bench --gpu`.
 	c.Infer.Provider = "cpu"
-	engs := newEngines(&c)
-	defer engs.close()
-	det, err := engs.get(o.Model)
+	engs := engines.New(&c)
+	defer engs.CloseLogging(log)
+	det, err := engs.Get(o.Model)
 	if err != nil {
 		return r, err
 	}
@@ -136,7 +137,7 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 			if _, err := os.Stat(file); err != nil {
 				continue
 			}
-			bd, err := engs.instance(file, "bench", c.Infer.Device)
+			bd, err := engs.Instance(file, "bench", c.Infer.Device)
 			if err != nil || bd.Batch() != n {
 				continue
 			}

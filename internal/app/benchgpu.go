@@ -21,6 +21,7 @@ import (
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -81,10 +82,10 @@ func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Wr
 		o.Duration = 2 * time.Second
 	}
 	decode.SetLogger(nil)
-	if err := openRuntime(&c); err != nil {
+	if err := engines.OpenRuntime(&c); err != nil {
 		return nil, err
 	}
-	chain := gpuChain(c.Infer.Provider)
+	chain := engines.GPUChain(c.Infer.Provider)
 	if chain == nil {
 		return nil, cli.BadInput(errors.New("bench --gpu: infer.provider is cpu"))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
@@ -48,12 +49,12 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	if err != nil {
 		return cli.BadInput(fmt.Errorf("--model: %w", err))
 	}
-	if err := openRuntime(&c); err != nil {
+	if err := engines.OpenRuntime(&c); err != nil {
 		return err
 	}
-	engs := newEngines(&c)
-	defer engs.close()
-	eng, err := engs.get(o.Model)
+	engs := engines.New(&c)
+	defer engs.CloseLogging(log)
+	eng, err := engs.Get(o.Model)
 	if err != nil {
 		return fmt.Errorf("--model %s: %w", m.File, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
@@ -22,7 +23,7 @@ import (
 type service struct {
 	c       *config.Config
 	log     *zap.Logger
-	engs    *engines
+	engs    *engines.Pool
 	sink    *sinks.NATS
 	metrics *pipeline.Metrics
 	stats   *pipeline.Stats
@@ -164,7 +165,7 @@ func (s *service) start(sp registry.Spec, version string) {
 		s.specs[sp.ID] = sp
 		version += "@gpu" + strconv.Itoa(dev)
 		if s.decoders != nil {
-			nvdec = placeDecoder(s.decoders, sp.ID, gi, len(s.devices))
+			nvdec = engines.PlaceDecoder(s.decoders, sp.ID, gi, len(s.devices))
 			version += "/" + decodeSide(nvdec)
 		}
 	}
@@ -213,11 +214,11 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	if sp.Priority == "high" {
 		pool = "high"
 	}
-	eng, err := s.engs.instance(sp.Model, pool, dev)
+	eng, err := s.engs.Instance(sp.Model, pool, dev)
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("model: %w", err)
 	}
-	batcher, err := s.engs.batcher(sp.Model, pool, dev, eng, s.metrics)
+	batcher, err := s.engs.Batcher(sp.Model, pool, dev, eng)
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("batching: %w", err)
 	}
@@ -227,7 +228,7 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	if queue == 0 {
 		queue = s.c.Pipeline.QueueSize
 	}
-	so := withHW(decode.Options{
+	so := engines.WithHW(decode.Options{
 		URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport, Realtime: sp.Realtime, Loop: sp.Loop,
 		OpenTimeout: open, StallTimeout: stall, Threads: sp.DecodeThreads, Logger: log, Metrics: s.faults,
 	}, s.c, dev, nvdec)
@@ -242,7 +243,7 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	s.stats.Register(sp.ID)
 	return pipeline.StreamConfig{
 		ID: sp.ID, Labels: sp.Labels, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
-		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.Gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
 }
@@ -299,7 +300,7 @@ func (s *service) governorLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			depth := s.sup.QueueDepth() + s.engs.gateWaiting()
+			depth := s.sup.QueueDepth() + s.engs.GateWaiting()
 			s.metrics.TotalQueue.Set(float64(depth))
 			s.mu.Lock()
 			changed := s.gov.Observe(now, depth)

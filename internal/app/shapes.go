@@ -26,6 +26,7 @@ import (
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -160,7 +161,7 @@ type shapeStream struct {
 // AllModels), as a table or JSON on out.
 func Shapes(ctx context.Context, c config.Config, o ShapesOptions, out io.Writer) (ShapesReport, error) {
 	r := ShapesReport{Source: "api", MaxWastePct: o.MaxWaste}
-	if err := openRuntime(&c); err != nil {
+	if err := engines.OpenRuntime(&c); err != nil {
 		return r, err
 	}
 	var streams []shapeStream

@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/hwmon"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
@@ -181,7 +182,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	if err := c.CheckModel(o.Model); err != nil {
 		return r, cli.BadInput(fmt.Errorf("--model: %w", err))
 	}
-	if err := openRuntime(&c); err != nil {
+	if err := engines.OpenRuntime(&c); err != nil {
 		return r, err
 	}
 	if m, err := c.ResolveModel(o.Model); err == nil {
@@ -197,7 +198,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	devs := []int{c.Infer.Device}
 	if len(c.Infer.Devices) > 0 {
 		var err error
-		if devs, err = placementDevices(&c); err != nil {
+		if devs, err = engines.PlacementDevices(&c); err != nil {
 			return r, err
 		}
 	}
@@ -224,25 +225,25 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 
 	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
 	engs, tools := toolEngines(&c)
-	defer engs.close()
+	defer engs.CloseLogging(log)
 	type devEngine struct {
 		eng     pipeline.Engine
 		batcher *pipeline.Batcher
 	}
 	perDev := make([]devEngine, len(devs))
 	for k, dev := range devs {
-		eng, err := engs.instance(o.Model, "", dev)
+		eng, err := engs.Instance(o.Model, "", dev)
 		if err != nil {
 			return r, err
 		}
-		batcher, stopBatcher, err := engs.toolBatcher(ctx, o.Model, dev, eng)
+		batcher, stopBatcher, err := toolBatcher(ctx, engs, o.Model, dev, eng)
 		if err != nil {
 			return r, err
 		}
 		defer stopBatcher()
 		perDev[k] = devEngine{eng, batcher}
 	}
-	for _, ch := range engs.choiceLines() {
+	for _, ch := range engs.ChoiceLines() {
 		fmt.Fprintf(out, "  engine: %s\n", ch)
 	}
 	hw := hwmon.Start(log)
@@ -259,7 +260,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	// context per process, and its NVDEC ceiling (1,650 fps on the H200)
 	// stayed below what vigil's decoders, sharing one context, carried
 	// (2,176 fps in 72 streams).
-	nv, cpu := hybridCapacity(&c)
+	nv, cpu := engines.HybridCapacity(&c)
 	if c.Decode.HWAccel == "hybrid" {
 		src := "defaults"
 		if c.Decode.NVDECFPS > 0 || c.Decode.CPUFPS > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -27,6 +28,7 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -84,7 +86,7 @@ type SweepPoint struct {
 // prints offered and processed fps, drop ratio and P50/P99/P99.9 latency,
 // then the first load at which P99 exceeds the budget in each mode. With
 // Plot it writes P99 against offered load as a PNG.
-func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) (policy, none []SweepPoint, err error) {
+func Sweep(ctx context.Context, c config.Config, o SweepOptions, log *zap.Logger, out io.Writer) (policy, none []SweepPoint, err error) {
 	if o.Source == "" {
 		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
 	}
@@ -92,27 +94,27 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, out io.Writer) 
 		o.Model = "blazeface"
 	}
 	decode.SetLogger(nil)
-	if err := openRuntime(&c); err != nil {
+	if err := engines.OpenRuntime(&c); err != nil {
 		return nil, nil, err
 	}
 	o.place = newBenchPlacement(&c, []int{c.Infer.Device}).at
 	engs, tools := toolEngines(&c)
 	o.tools = tools
-	defer engs.close()
-	eng, err := engs.get(o.Model)
+	defer engs.CloseLogging(log)
+	eng, err := engs.Get(o.Model)
 	if err != nil {
 		return nil, nil, err
 	}
 	fmt.Fprintf(out, "vigil bench --sweep: %s looped in real time, model %s, budget %s, %s per point\n",
 		filepath.Base(o.Source), eng.Model(), o.Budget, o.Each)
 	fmt.Fprintf(out, "decode: hwaccel %s\n", c.Decode.HWAccel)
-	for _, ch := range engs.choiceLines() {
+	for _, ch := range engs.ChoiceLines() {
 		fmt.Fprintf(out, "engine: %s\n", ch)
 	}
 	fmt.Fprintf(out, "%-7s %7s %10s %10s %7s %9s %9s %9s\n", "mode", "streams", "offered", "processed", "drops", "P50 ms", "P99 ms", "P99.9 ms")
 	// With infer.batch_sizes beyond 1 the policy runs streams through the
 	// cross-stream batcher, as vigil run does.
-	batcher, stopBatcher, err := engs.toolBatcher(ctx, o.Model, c.Infer.Device, eng)
+	batcher, stopBatcher, err := toolBatcher(ctx, engs, o.Model, c.Infer.Device, eng)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -630,7 +632,7 @@ type benchPlacement struct {
 }
 
 func newBenchPlacement(c *config.Config, devs []int) *benchPlacement {
-	return &benchPlacement{c: c, devs: devs, gpus: pipeline.NewPlacer(len(devs)), decoders: newDecodePlacer(c, len(devs))}
+	return &benchPlacement{c: c, devs: devs, gpus: pipeline.NewPlacer(len(devs)), decoders: engines.NewDecodePlacer(c, len(devs))}
 }
 
 // at returns stream i's slot.
@@ -642,9 +644,9 @@ func (p *benchPlacement) at(i int) benchSlot {
 		k := p.gpus.Place(id, 1)
 		s, nvdec := benchSlot{dev: p.devs[k]}, true
 		if p.decoders != nil {
-			nvdec = placeDecoder(p.decoders, id, k, len(p.devs))
+			nvdec = engines.PlaceDecoder(p.decoders, id, k, len(p.devs))
 		}
-		s.decode = withHW(decode.Options{}, p.c, s.dev, nvdec)
+		s.decode = engines.WithHW(decode.Options{}, p.c, s.dev, nvdec)
 		if !nvdec {
 			s.decode.Threads = 1
 		}

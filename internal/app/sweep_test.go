@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/config"
@@ -22,7 +23,7 @@ func TestSweepSmoke(t *testing.T) {
 	var out bytes.Buffer
 	policy, none, err := app.Sweep(context.Background(), config.Default(), app.SweepOptions{
 		Streams: []int{1, 2}, Each: time.Second, Budget: 200 * time.Millisecond, Plot: plot,
-	}, &out)
+	}, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
 	t.Log(out.String())
 	require.Len(t, policy, 2)
@@ -47,7 +48,7 @@ func TestSweepInterrupted(t *testing.T) {
 	var out bytes.Buffer
 	_, _, err := app.Sweep(ctx, config.Default(), app.SweepOptions{
 		Streams: []int{1, 2, 3}, Each: time.Second, Budget: 200 * time.Millisecond, Plot: plot,
-	}, &out)
+	}, zap.NewNop(), &out)
 	require.ErrorIs(t, err, context.DeadlineExceeded, out.String())
 	require.NotContains(t, out.String(), "first load with P99 over")
 	require.NoFileExists(t, plot)

@@ -1,0 +1,91 @@
+package engines_test
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/engines"
+	"github.com/vigil-video/vigil/internal/testenv"
+)
+
+// Streams of one model share its engine and gate; a pool ("high") and a
+// device get instances of their own; an unknown model is bad input.
+func TestPoolSharesEngines(t *testing.T) {
+	testenv.Model(t, "face_detection_front_128x128_barracuda.onnx")
+	c := config.Default()
+	c.Infer.Provider = "cpu"
+	require.NoError(t, engines.OpenRuntime(&c))
+	p := engines.New(&c)
+	a, err := p.Get("blazeface")
+	require.NoError(t, err)
+	b, err := p.Instance("blazeface", "", c.Infer.Device)
+	require.NoError(t, err)
+	require.Same(t, a, b, "one engine per model")
+	require.Same(t, p.Gate(a), p.Gate(b), "and one gate")
+	high, err := p.Instance("blazeface", "high", c.Infer.Device)
+	require.NoError(t, err)
+	require.NotSame(t, a, high, "the high pool has its own instance")
+	other, err := p.Instance("blazeface", "", 1)
+	require.NoError(t, err)
+	require.NotSame(t, a, other, "another device has its own instance")
+	require.Len(t, p.ChoiceLines(), 3)
+	require.Contains(t, p.ChoiceLines()[0], "execution provider cpu (infer.provider: cpu)")
+	require.Zero(t, p.GateWaiting())
+	_, err = p.Get("nosuchmodel")
+	require.True(t, cli.IsBadInput(err), "%v", err)
+	batcher, err := p.Batcher("blazeface", "", c.Infer.Device, a)
+	require.NoError(t, err)
+	require.Nil(t, batcher, "no batcher without infer.batch_sizes beyond 1")
+	p.CloseLogging(zaptest.NewLogger(t))
+}
+
+// With decode.hwaccel hybrid a stream decodes on its GPU's NVDEC (auto:
+// the CPU still takes what NVDEC cannot) or on the CPU, as placed; other
+// settings pass through.
+func TestWithHW(t *testing.T) {
+	c := config.Default()
+	c.Decode.HWAccel = "hybrid"
+	o := engines.WithHW(decode.Options{URL: "x"}, &c, 3, true)
+	require.Equal(t, decode.HWAuto, o.HWAccel)
+	require.Equal(t, "3", o.HWDevice)
+	require.Equal(t, "x", o.URL)
+	require.Equal(t, decode.HWNone, engines.WithHW(decode.Options{}, &c, 3, false).HWAccel)
+	c.Decode.HWAccel = "cuda"
+	require.Equal(t, decode.HWCUDA, engines.WithHW(decode.Options{}, &c, 0, false).HWAccel, "nvdec matters under hybrid only")
+}
+
+// Hybrid decoding's capacities default to the H200 figures
+// (docs/performance.md) and places streams in their proportion: with
+// NVDEC 200 fps per GPU and the CPU 100, 2 of 3 streams of one GPU go to
+// NVDEC.
+func TestDecodePlacement(t *testing.T) {
+	c := config.Default()
+	nv, cpu := engines.HybridCapacity(&c)
+	require.Equal(t, 2150.0, nv)
+	require.Equal(t, 62*float64(runtime.NumCPU()), cpu)
+	require.Nil(t, engines.NewDecodePlacer(&c, 1), "no placer unless hybrid")
+	c.Decode.HWAccel = "hybrid"
+	c.Decode.NVDECFPS, c.Decode.CPUFPS = 200, 100
+	p := engines.NewDecodePlacer(&c, 1)
+	n := 0
+	for _, id := range []string{"a", "b", "c"} {
+		if engines.PlaceDecoder(p, id, 0, 1) {
+			n++
+		}
+	}
+	require.Equal(t, 2, n)
+	require.Equal(t, engines.PlaceDecoder(p, "a", 0, 1), engines.PlaceDecoder(p, "a", 0, 1), "sticky")
+}
+
+func TestGPUChain(t *testing.T) {
+	require.Nil(t, engines.GPUChain("cpu"))
+	require.Len(t, engines.GPUChain("cuda"), 1)
+	require.Len(t, engines.GPUChain("auto"), 2)
+	require.Len(t, engines.GPUChain("tensorrt"), 2)
+}

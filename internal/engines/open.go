@@ -1,0 +1,120 @@
+package engines
+
+import (
+	"errors"
+	"os"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/infer/gpu"
+	"github.com/vigil-video/vigil/infer/ortdev"
+	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/config"
+)
+
+// OpenRuntime loads ONNX Runtime from infer.ort_library, for the CPU
+// engine (infer) and the GPU engine's providers (infer/ortdev), once per
+// process. Errors: a library that does not load (*cli.BadInputError).
+func OpenRuntime(c *config.Config) error {
+	if err := infer.InitRuntime(c.Infer.ORTLibrary); err != nil {
+		return cli.BadInput(err)
+	}
+	if err := ortdev.Init(c.Infer.ORTLibrary); err != nil {
+		return err
+	}
+	return nil
+}
+
+// logEngine is the one line per engine: which execution provider it got
+// and why.
+func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
+	w, h := eng.InputSize()
+	fields := []zap.Field{zap.String("model", eng.Model()), zap.String("adapter", eng.Adapter()),
+		zap.Int("input_width", w), zap.Int("input_height", h), zap.Int("batch", eng.Batch())}
+	if _, ok := eng.(*gpu.Engine); ok {
+		fields = append(fields, zap.Int("device", dev))
+	}
+	log.Info("model loaded: "+choice, fields...)
+}
+
+// GPUChain is the GPU part of the provider chain infer.provider asks for
+// (auto and tensorrt: tensorrt then cuda; cuda: cuda; cpu: none).
+func GPUChain(p string) []ortdev.Provider {
+	switch p {
+	case "cpu":
+		return nil
+	case "cuda":
+		return []ortdev.Provider{ortdev.CUDA}
+	}
+	return []ortdev.Provider{ortdev.TensorRT, ortdev.CUDA}
+}
+
+// open opens model m on the GPU when infer.provider allows it and it works,
+// else on the CPU. It returns the line to log: the provider taken and why
+// the ones before it were not.
+func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Detector, string, error) {
+	ic := e.cfg.Infer
+	var gpuErr error
+	if chain := GPUChain(ic.Provider); chain != nil {
+		trt := ortdev.TensorRTOptions{FP16: ic.TensorRT.FP16, INT8: ic.TensorRT.INT8,
+			INT8CalibrationTable: ic.TensorRT.INT8CalibrationTable, EngineCacheDir: ic.TensorRT.EngineCacheDir,
+			TimingCacheDir: ic.TensorRT.TimingCacheDir}
+		if trt.TimingCacheDir == "" {
+			trt.TimingCacheDir = trt.EngineCacheDir
+		}
+		// ONNX Runtime 1.29 captures CUDA graphs in global capture mode, at
+		// runs of its choosing; NVDEC's CUDA calls on FFmpeg's decoder
+		// threads then invalidate the capture (seen on the H200:
+		// cudaErrorStreamCaptureInvalidated, then illegal memory accesses).
+		// With NVDEC decoding, runs are eager.
+		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && e.cfg.Decode.HWAccel == "none"
+		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
+			IoUThreshold: m.IoUThreshold, Device: dev, Providers: chain, CUDAGraph: graph, TF32: ic.TF32,
+			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
+		if err == nil {
+			choice := g.Choice()
+			if !graph && (ic.CUDAGraph == nil || *ic.CUDAGraph) {
+				choice += "; CUDA graphs off: they conflict with decode.hwaccel " + e.cfg.Decode.HWAccel
+			}
+			return g, choice, nil
+		}
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, infer.ErrModelMismatch) {
+			return nil, "", cli.BadInput(err)
+		}
+		gpuErr = err
+	}
+	eng, err := infer.Open(infer.Options{
+		Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
+		IoUThreshold: m.IoUThreshold, IntraOpThreads: ic.IntraOpThreads, Resizer: sc,
+		// A pool's instance serves few streams and idles between frames.
+		NoSpin: pool != "",
+	})
+	if err != nil {
+		return nil, "", cli.BadInput(err)
+	}
+	choice := "execution provider cpu (infer.provider: cpu)"
+	if gpuErr != nil {
+		choice = "execution provider cpu (GPU engine unavailable: " + cli.OneLine(gpuErr.Error()) + ")"
+	}
+	return eng, choice, nil
+}
+
+// observeGPU returns the GPU engine's per-batch hook: stage histograms.
+func (e *Pool) observeGPU(model string) func(gpu.BatchTimes) {
+	return func(bt gpu.BatchTimes) {
+		m := e.metrics.Load()
+		if m == nil {
+			return
+		}
+		b := strconv.Itoa(bt.Batch)
+		m.GPUStage.WithLabelValues(model, b, "host").Observe(bt.Host.Seconds())
+		m.GPUStage.WithLabelValues(model, b, "h2d").Observe(bt.H2D.Seconds())
+		m.GPUStage.WithLabelValues(model, b, "preprocess").Observe(bt.Preprocess.Seconds())
+		m.GPUStage.WithLabelValues(model, b, "infer").Observe((bt.Compute - bt.Preprocess).Seconds())
+		m.GPUStage.WithLabelValues(model, b, "d2h").Observe(bt.D2H.Seconds())
+		m.GPULaunch.WithLabelValues(model, b).Observe(bt.Launch.Seconds())
+	}
+}
