@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -64,7 +65,7 @@ streams:
 	var msgs []*nats.Msg
 	var metricsURL string
 	var nc *nats.Conn
-	progress := &lockedWriter{w: new(bytes.Buffer)}
+	progress := vigiltest.NewLockedWriter()
 	done := make(chan error, 1)
 	subscribed := make(chan error, 1) // the callback runs on Run's goroutine: no require there
 	go func() {
@@ -144,21 +145,4 @@ streams:
 	testenv.Eventually(t, func() bool { return strings.Contains(progress.String(), "megamind") }, 5*time.Second, 50*time.Millisecond, "a progress line for megamind")
 	cancel()
 	require.NoError(t, <-done)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.(*bytes.Buffer).String()
 }

@@ -14,14 +14,15 @@ import (
 
 	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
 
 // droppedSeries returns stream's vigil_frames_dropped_total series with a
 // non-zero count, whatever their stage and reason.
-func droppedSeries(t *testing.T, v *vigil, stream string) []string {
+func droppedSeries(t *testing.T, v *vigiltest.Vigil, stream string) []string {
 	t.Helper()
-	resp, err := http.Get("http://" + v.ep.Metrics + "/metrics")
+	resp, err := http.Get("http://" + v.EP.Metrics + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var out []string
@@ -47,12 +48,12 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 	// Megamind: 23.98 fps (41.7 ms a frame), 3 B-frames between references.
 	file := rtsptest.EncodeH264BFrames(t, testenv.Media(t, "Megamind.avi"), 0)
 	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
-	v := startVigil(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 500ms}\n")
-	alerts := v.alerts()
-	ev := v.events("bcam")
+	v := vigiltest.Start(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 500ms}\n")
+	alerts := v.Alerts()
+	ev := v.Events("bcam")
 	var mu sync.Mutex
 	var msgs []sinks.Message
-	_, err := v.nc.Subscribe("vigil.bcam.detections", func(m *nats.Msg) {
+	_, err := v.NC.Subscribe("vigil.bcam.detections", func(m *nats.Msg) {
 		var msg sinks.Message
 		if json.Unmarshal(m.Data, &msg) == nil {
 			mu.Lock()
@@ -61,7 +62,7 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	code, b := v.call("POST", "/v1/streams", `{"id":"bcam","url":"`+srv.URL+`"}`)
+	code, b := v.Call("POST", "/v1/streams", `{"id":"bcam","url":"`+srv.URL+`"}`)
 	require.Equal(t, http.StatusCreated, code, string(b))
 	// 8 s of frames: past the connect burst and several measuring windows.
 	testenv.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) >= 190 }, 90*time.Second, 20*time.Millisecond, "190 messages")
@@ -70,10 +71,10 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 	time.Sleep(time.Second)
 
 	require.Empty(t, droppedSeries(t, v, "bcam"), "no decodable frame dropped")
-	for _, a := range alerts.all() {
+	for _, a := range alerts.All() {
 		require.NotContains(t, a, `"frame_drop"`)
 	}
-	s, _ := v.stream("bcam")
+	s, _ := v.Stream("bcam")
 	// The P-frame waits for the 3 B-frames shown before it and for the
 	// decoder's reorder depth of 2 (x264's b-pyramid): 5 frame intervals,
 	// 208 ms. The delay is measured in whole intervals; one either way is
@@ -82,14 +83,14 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 	require.InDelta(t, 5*frame, s.Status.ReorderDelayMS, frame+1, "status: %+v", s.Status)
 
 	n := 0
-	for _, e := range ev.all() {
+	for _, e := range ev.All() {
 		if e.Type == "reorder_delay" {
 			n++
 			require.Contains(t, e.Reason, "200ms budget", e.Raw)
 		}
 	}
-	require.Equal(t, 1, n, "warned once: %v", ev.all())
-	v.waitLogs(`"level":"warn".*"msg":"stream reorder delay","stream":"bcam"`)
+	require.Equal(t, 1, n, "warned once: %v", ev.All())
+	v.WaitLogs(`"level":"warn".*"msg":"stream reorder delay","stream":"bcam"`)
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -17,18 +17,19 @@ import (
 
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 )
 
 // vigil doctor against a running vigil: the engine-time tail and queue
 // delay are measured from its histograms; GPU and copy lines say why they
 // cannot be measured on a machine without a GPU engine.
 func TestDoctor(t *testing.T) {
-	v := startVigil(t, t.TempDir(), "")
-	code, b := v.call("POST", "/v1/streams", fileStream(t, "doc", "Megamind.avi", ""))
+	v := vigiltest.Start(t, t.TempDir(), "")
+	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "doc", "Megamind.avi", ""))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("doc", "running", 20*time.Second)
+	v.WaitState("doc", "running", 20*time.Second)
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.ep.Metrics + "/metrics", Window: 3 * time.Second}, &out)
+	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: 3 * time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
 	byName := map[string]app.Check{}
@@ -71,18 +72,18 @@ func TestDoctorReportsDownStreams(t *testing.T) {
 	junk := filepath.Join(t.TempDir(), "junk.mp4")
 	require.NoError(t, os.WriteFile(junk, []byte("not a video"), 0o600))
 
-	v := startVigil(t, t.TempDir(), "")
+	v := vigiltest.Start(t, t.TempDir(), "")
 	for _, body := range []string{
-		fileStream(t, "ok", "Megamind.avi", ""),
+		vigiltest.FileStream(t, "ok", "Megamind.avi", ""),
 		`{"id":"gone","url":"rtsp://` + addr + `/s1","stall_timeout":"1s"}`,
 		fmt.Sprintf(`{"id":"junk","url":%q}`, junk),
 	} {
-		code, b := v.call("POST", "/v1/streams", body)
+		code, b := v.Call("POST", "/v1/streams", body)
 		require.Equal(t, http.StatusCreated, code, string(b))
 	}
 	// The API refuses a model that does not load; a registry value
 	// written by something else (or a model file deleted since) is not.
-	js, err := jetstream.New(v.nc)
+	js, err := jetstream.New(v.NC)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -91,15 +92,15 @@ func TestDoctorReportsDownStreams(t *testing.T) {
 	_, err = kv.Put(ctx, "streams.nomodel", fmt.Appendf(nil, `{"id":"nomodel","url":%q,"model":"/nonexistent/m.onnx"}`, testenv.Media(t, "Megamind.avi")))
 	require.NoError(t, err)
 
-	v.waitState("ok", "running", 20*time.Second)
-	v.waitState("gone", "reconnecting", 20*time.Second)
-	v.waitState("junk", "failed", 20*time.Second)
-	v.waitState("nomodel", "failed", 20*time.Second)
-	require.Equal(t, 1.0, metricValue(t, v, `vigil_stream_state{state="failed",stream="nomodel"}`))
-	require.Equal(t, 0.0, metricValue(t, v, `vigil_stream_up{stream="nomodel"}`))
+	v.WaitState("ok", "running", 20*time.Second)
+	v.WaitState("gone", "reconnecting", 20*time.Second)
+	v.WaitState("junk", "failed", 20*time.Second)
+	v.WaitState("nomodel", "failed", 20*time.Second)
+	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, `vigil_stream_state{state="failed",stream="nomodel"}`))
+	require.Equal(t, 0.0, vigiltest.MetricValue(t, v, `vigil_stream_up{stream="nomodel"}`))
 
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.ep.Metrics + "/metrics", Window: time.Second}, &out)
+	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
 	total := checkNamed(t, checks, "streams running")

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -46,10 +47,10 @@ func damagedH264(t *testing.T) string {
 func TestCorruptFramesEndToEnd(t *testing.T) {
 	schema := compileSchema(t)
 	path := damagedH264(t)
-	v := startVigil(t, t.TempDir(), "pipeline: {progress_interval: 0s, queue_size: 100, budget_ms: 0}")
+	v := vigiltest.Start(t, t.TempDir(), "pipeline: {progress_interval: 0s, queue_size: 100, budget_ms: 0}")
 	var mu sync.Mutex
 	var msgs []sinks.Message
-	_, err := v.nc.Subscribe("vigil.bad.detections", func(m *nats.Msg) {
+	_, err := v.NC.Subscribe("vigil.bad.detections", func(m *nats.Msg) {
 		var raw any
 		var msg sinks.Message
 		if json.Unmarshal(m.Data, &raw) != nil || schema.Validate(raw) != nil || json.Unmarshal(m.Data, &msg) != nil {
@@ -60,18 +61,18 @@ func TestCorruptFramesEndToEnd(t *testing.T) {
 		mu.Unlock()
 	})
 	require.NoError(t, err)
-	require.NoError(t, v.nc.Flush())
-	code, b := v.call("POST", "/v1/streams", fmt.Sprintf(`{"id":"bad","url":%q,"model":"blazeface"}`, path))
+	require.NoError(t, v.NC.Flush())
+	code, b := v.Call("POST", "/v1/streams", fmt.Sprintf(`{"id":"bad","url":%q,"model":"blazeface"}`, path))
 	require.Equal(t, http.StatusCreated, code, string(b))
 
 	// The file ends; every frame it decoded is then published (no drops:
 	// no budget, a queue longer than the file).
 	var decoded float64
 	testenv.Eventually(t, func() bool {
-		decoded = metricValue(t, v, `vigil_frames_decoded_total{stream="bad"}`)
+		decoded = vigiltest.MetricValue(t, v, `vigil_frames_decoded_total{stream="bad"}`)
 		mu.Lock()
 		defer mu.Unlock()
-		return decoded > 0 && float64(len(msgs)) == decoded && metricValue(t, v, `vigil_frames_processed_total{stream="bad"}`) == decoded
+		return decoded > 0 && float64(len(msgs)) == decoded && vigiltest.MetricValue(t, v, `vigil_frames_processed_total{stream="bad"}`) == decoded
 	}, 30*time.Second, 50*time.Millisecond, "every decoded frame published")
 	mu.Lock()
 	defer mu.Unlock()
@@ -84,5 +85,5 @@ func TestCorruptFramesEndToEnd(t *testing.T) {
 	}
 	require.NotZero(t, corrupt)
 	require.Less(t, corrupt, len(msgs), "frames before the damage are whole")
-	require.Equal(t, float64(corrupt), metricValue(t, v, `vigil_frames_corrupt_total{stream="bad"}`))
+	require.Equal(t, float64(corrupt), vigiltest.MetricValue(t, v, `vigil_frames_corrupt_total{stream="bad"}`))
 }

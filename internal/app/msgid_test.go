@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -28,14 +29,14 @@ func TestJetStreamKeepsEveryRunsMessages(t *testing.T) {
 	dir := t.TempDir()
 	const frames = 270 // Megamind.avi, processed losslessly: queue 300, no budget
 	body := `pipeline: {progress_interval: 0s, queue_size: 300, budget_ms: 0}`
-	v := startVigil(t, dir, body)
+	v := vigiltest.Start(t, dir, body)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The capture lives in the embedded server's store under dir, so it
 	// outlives each vigil; every vigil gets its own client.
-	capture := func(v *vigil) jetstream.Stream {
-		js, err := jetstream.New(v.nc)
+	capture := func(v *vigiltest.Vigil) jetstream.Stream {
+		js, err := jetstream.New(v.NC)
 		require.NoError(t, err)
 		s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: "CAPTURE", Subjects: []string{"vigil.*.detections", "vigil.*.events", "vigil.*.alerts"},
@@ -67,37 +68,37 @@ func TestJetStreamKeepsEveryRunsMessages(t *testing.T) {
 		require.Equal(t, want(), stored(s, filter), "%s: messages captured on %s", what, filter)
 	}
 	count := func(n uint64) func() uint64 { return func() uint64 { return n } }
-	eventsLogged := func(v *vigil) uint64 { return uint64(len(eventLine.FindAllString(v.logs.String(), -1))) }
-	processed := func(v *vigil) uint64 {
-		return uint64(metricValue(t, v, `vigil_frames_processed_total{stream="mm"}`))
+	eventsLogged := func(v *vigiltest.Vigil) uint64 { return uint64(len(eventLine.FindAllString(v.Logs.String(), -1))) }
+	processed := func(v *vigiltest.Vigil) uint64 {
+		return uint64(vigiltest.MetricValue(t, v, `vigil_frames_processed_total{stream="mm"}`))
 	}
 
 	// Run 1: the stream is added once the capture exists.
 	c := capture(v)
-	code, b := v.call("POST", "/v1/streams", `{"id":"mm","url":"`+testenv.Media(t, "Megamind.avi")+`"}`)
+	code, b := v.Call("POST", "/v1/streams", `{"id":"mm","url":"`+testenv.Media(t, "Megamind.avi")+`"}`)
 	require.Equal(t, http.StatusCreated, code, string(b))
-	first := v.waitState("mm", "stopped", 2*time.Minute)
+	first := v.WaitState("mm", "stopped", 2*time.Minute)
 	require.Equal(t, uint64(frames), processed(v))
 	expect(c, "vigil.*.detections", count(frames), "first run")
 	expect(c, "vigil.*.events", func() uint64 { return eventsLogged(v) }, "first run's events")
 	events := eventsLogged(v)
-	v.stop() // the stream has ended: stopping publishes no event
+	v.Stop() // the stream has ended: stopping publishes no event
 
 	// Run 2: a new vigil over the same data directory runs the stored
 	// stream again from frame 0.
-	v = startVigil(t, dir, body)
+	v = vigiltest.Start(t, dir, body)
 	c = capture(v)
-	second := v.waitState("mm", "stopped", 2*time.Minute)
+	second := v.WaitState("mm", "stopped", 2*time.Minute)
 	require.NotEqual(t, first.Status.Epoch, second.Status.Epoch, "a new run, a new epoch")
 	require.Equal(t, uint64(frames), processed(v))
 	expect(c, "vigil.*.detections", count(2*frames), "second vigil run")
 
 	// Run 3: `vigil streams set` (a PATCH) restarts the stream with its new
 	// spec, again from frame 0.
-	code, b = v.call("PATCH", "/v1/streams/mm", `{"labels":{"site":"lab"}}`)
+	code, b = v.Call("PATCH", "/v1/streams/mm", `{"labels":{"site":"lab"}}`)
 	require.Equal(t, http.StatusOK, code, string(b))
 	testenv.Eventually(t, func() bool {
-		s, ok := v.stream("mm")
+		s, ok := v.Stream("mm")
 		return ok && s.Status != nil && s.Status.Epoch != second.Status.Epoch && s.Status.State == "stopped"
 	}, 2*time.Minute, 50*time.Millisecond, "the reconfigured stream ran to its end")
 	require.Equal(t, uint64(2*frames), processed(v), "the counter spans the two runs of this vigil")

@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 )
 
 // An external NATS server (JetStream under its own directory) that the
@@ -64,38 +65,38 @@ func (x *externalNATS) stop() {
 // and doctor warns; after the restart everything says connected again.
 func TestNATSOutageVisible(t *testing.T) {
 	x := startExternalNATS(t)
-	v := startVigil(t, t.TempDir(), fmt.Sprintf("nats: {url: %q}\npipeline: {progress_interval: 250ms}\n", "nats://"+x.addr))
+	v := vigiltest.Start(t, t.TempDir(), fmt.Sprintf("nats: {url: %q}\npipeline: {progress_interval: 250ms}\n", "nats://"+x.addr))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("progress:\n%s", v.progress.String())
+			t.Logf("progress:\n%s", v.Progress.String())
 		}
 	})
-	code, b := v.call("POST", "/v1/streams", fileStream(t, "cam", "Megamind.avi", ""))
+	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "cam", "Megamind.avi", ""))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("cam", "running", 20*time.Second)
+	v.WaitState("cam", "running", 20*time.Second)
 	normal := regexp.MustCompile(`(?m)^cam\s+in\s+[\d.]+ fps  out\s+[1-9][\d.]* fps  p50`)
-	testenv.Eventually(t, func() bool { return normal.MatchString(v.progress.String()) }, 10*time.Second, 20*time.Millisecond, "a plain progress line for cam")
-	require.Equal(t, 1.0, metricValue(t, v, "vigil_nats_connected"))
+	testenv.Eventually(t, func() bool { return normal.MatchString(v.Progress.String()) }, 10*time.Second, 20*time.Millisecond, "a plain progress line for cam")
+	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, "vigil_nats_connected"))
 
 	x.stop()
-	mark := len(v.progress.String())
+	mark := len(v.Progress.String())
 	buffered := regexp.MustCompile(`(?m)^cam\s+in\s+[\d.]+ fps  out\s+[\d.]+ fps \([1-9][\d.]* buffered, NATS down \d+ s\)  p50`)
 	natsLine := regexp.MustCompile(`(?m)^NATS\s+down \d+ s: [1-9]\d* messages \(\d+ KiB of 8\.0 MiB\) held in the reconnect buffer`)
 	testenv.Eventually(t, func() bool {
-		p := v.progress.String()[mark:]
+		p := v.Progress.String()[mark:]
 		return buffered.MatchString(p) && natsLine.MatchString(p)
 	}, 10*time.Second, 20*time.Millisecond, "a buffered progress line and a NATS line")
-	require.Equal(t, 0.0, metricValue(t, v, "vigil_nats_connected"))
-	require.Positive(t, metricValue(t, v, "vigil_nats_reconnect_buffer_bytes"))
-	require.Positive(t, metricValue(t, v, "vigil_nats_reconnect_buffer_messages"))
-	require.Equal(t, 1.0, metricValue(t, v, `vigil_stream_up{stream="cam"}`), "the stream runs; its output is what is held")
+	require.Equal(t, 0.0, vigiltest.MetricValue(t, v, "vigil_nats_connected"))
+	require.Positive(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_bytes"))
+	require.Positive(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_messages"))
+	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, `vigil_stream_up{stream="cam"}`), "the stream runs; its output is what is held")
 
 	// The registry is on NATS: the list comes from what vigil last read,
 	// at once (the registry's own timeout is 5 s; 2 s is a regression
 	// guard with room for a loaded machine).
 	list := func() (api.StreamList, int, time.Duration) {
 		t0 := time.Now()
-		code, b := v.call("GET", "/v1/streams", "")
+		code, b := v.Call("GET", "/v1/streams", "")
 		var l api.StreamList
 		_ = json.Unmarshal(b, &l)
 		return l, code, time.Since(t0)
@@ -116,18 +117,18 @@ func TestNATSOutageVisible(t *testing.T) {
 	t.Log("\n" + table.String())
 	require.Regexp(t, `(?m)^NATS is down \(for \d+ s\): [1-9]\d* messages`, table.String())
 	require.Regexp(t, `(?m)^cam\s+running\s+[\d.]+\s+[\d.]+ \([\d.]+ buffered\)`, table.String())
-	code, b = v.call("GET", "/v1/streams/cam", "")
+	code, b = v.Call("GET", "/v1/streams/cam", "")
 	require.Equal(t, http.StatusOK, code, string(b))
-	code, _ = v.call("GET", "/v1/streams/nope", "")
+	code, _ = v.Call("GET", "/v1/streams/nope", "")
 	require.Equal(t, http.StatusNotFound, code)
-	code, b = v.call("POST", "/v1/streams", fileStream(t, "other", "Megamind.avi", ""))
+	code, b = v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "other", "Megamind.avi", ""))
 	require.Equal(t, http.StatusServiceUnavailable, code, string(b))
 	require.Contains(t, string(b), "NATS, which is unreachable")
-	code, b = v.call("DELETE", "/v1/streams/cam", "")
+	code, b = v.Call("DELETE", "/v1/streams/cam", "")
 	require.Equal(t, http.StatusServiceUnavailable, code, string(b))
 
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.ep.Metrics + "/metrics", Window: time.Second}, &out)
+	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
 	c := checkNamed(t, checks, "NATS connection")
@@ -137,17 +138,17 @@ func TestNATSOutageVisible(t *testing.T) {
 
 	x.start()
 	testenv.Eventually(t, func() bool {
-		return metricValue(t, v, "vigil_nats_connected") == 1 && metricValue(t, v, "vigil_nats_reconnects_total") == 1
+		return vigiltest.MetricValue(t, v, "vigil_nats_connected") == 1 && vigiltest.MetricValue(t, v, "vigil_nats_reconnects_total") == 1
 	}, 15*time.Second, 20*time.Millisecond, "vigil_nats_connected 1 and one reconnect")
-	v.waitLogs(`"msg":"NATS reconnected"`)
-	require.Zero(t, metricValue(t, v, "vigil_nats_reconnect_buffer_messages"))
+	v.WaitLogs(`"msg":"NATS reconnected"`)
+	require.Zero(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_messages"))
 	// The buffered rate covers the progress line's window (complete
 	// seconds), so the first lines after the reconnect may still show the
 	// frames held before it: wait for the newest line to be plain.
 	testenv.Eventually(t, func() bool {
-		lines := strings.Split(strings.TrimSpace(v.progress.String()), "\n")
+		lines := strings.Split(strings.TrimSpace(v.Progress.String()), "\n")
 		last := lines[len(lines)-1]
 		return normal.MatchString(last) && !strings.Contains(last, "buffered")
 	}, 15*time.Second, 20*time.Millisecond, "a plain progress line, with no NATS line after it, once NATS is back")
-	require.Zero(t, metricValue(t, v, `vigil_nats_undelivered_messages_total{kind="detections",reason="buffer_full"}`))
+	require.Zero(t, vigiltest.MetricValue(t, v, `vigil_nats_undelivered_messages_total{kind="detections",reason="buffer_full"}`))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
 
@@ -25,11 +26,11 @@ func TestOverloadKeepsBudget(t *testing.T) {
 		budget  = 250 * time.Millisecond
 		queue   = 4
 	)
-	v := startVigil(t, t.TempDir(), fmt.Sprintf("pipeline: {progress_interval: 0s, budget_ms: %d, queue_size: %d, alert_interval: 2s, degrade_depth: 4, degrade_after: 1s}\n", budget.Milliseconds(), queue))
+	v := vigiltest.Start(t, t.TempDir(), fmt.Sprintf("pipeline: {progress_interval: 0s, budget_ms: %d, queue_size: %d, alert_interval: 2s, degrade_depth: 4, degrade_after: 1s}\n", budget.Milliseconds(), queue))
 	var mu sync.Mutex
 	var totals, bulkQueue []float64
 	alerts := map[string]int{}
-	_, err := v.nc.Subscribe("vigil.*.detections", func(m *nats.Msg) {
+	_, err := v.NC.Subscribe("vigil.*.detections", func(m *nats.Msg) {
 		var msg sinks.Message
 		if json.Unmarshal(m.Data, &msg) == nil {
 			mu.Lock()
@@ -44,7 +45,7 @@ func TestOverloadKeepsBudget(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	_, err = v.nc.Subscribe("vigil.*.alerts", func(m *nats.Msg) {
+	_, err = v.NC.Subscribe("vigil.*.alerts", func(m *nats.Msg) {
 		var a struct{ Type string }
 		if json.Unmarshal(m.Data, &a) == nil {
 			mu.Lock()
@@ -53,17 +54,17 @@ func TestOverloadKeepsBudget(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	require.NoError(t, v.nc.Flush())
+	require.NoError(t, v.NC.Flush())
 
 	// 16 × Megamind (720×528, 23.98 fps) through BlazeFace full range
 	// (256×256): ~380 fps offered, several times what 2 cores decode and
 	// infer at once.
 	// The last four are low priority: degradation switches them to 2 fps.
 	// The first is high priority: its own engine instance and queue.
-	lowEvents := v.events("o15")
+	lowEvents := v.Events("o15")
 	var hiMu sync.Mutex
 	var hiTotals []float64
-	_, err = v.nc.Subscribe("vigil.o00.detections", func(m *nats.Msg) {
+	_, err = v.NC.Subscribe("vigil.o00.detections", func(m *nats.Msg) {
 		var msg sinks.Message
 		if json.Unmarshal(m.Data, &msg) == nil {
 			hiMu.Lock()
@@ -80,14 +81,14 @@ func TestOverloadKeepsBudget(t *testing.T) {
 		if i == 0 {
 			extra += `,"priority":"high"`
 		}
-		code, b := v.call("POST", "/v1/streams", fileStream(t, fmt.Sprintf("o%02d", i), "Megamind.avi", extra))
+		code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, fmt.Sprintf("o%02d", i), "Megamind.avi", extra))
 		require.Equal(t, http.StatusCreated, code, string(b))
 	}
 	maxDepth := 0.0
 	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) {
 		for i := 0; i < streams; i++ {
-			maxDepth = max(maxDepth, metricValue(t, v, fmt.Sprintf(`vigil_queue_depth_frames{stream="o%02d"}`, i)))
+			maxDepth = max(maxDepth, vigiltest.MetricValue(t, v, fmt.Sprintf(`vigil_queue_depth_frames{stream="o%02d"}`, i)))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -95,11 +96,11 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	offered, processed, dropped := 0.0, 0.0, map[string]float64{}
 	for i := 0; i < streams; i++ {
 		id := fmt.Sprintf("o%02d", i)
-		offered += metricValue(t, v, fmt.Sprintf(`vigil_frames_decoded_total{stream=%q}`, id))
-		processed += metricValue(t, v, fmt.Sprintf(`vigil_frames_processed_total{stream=%q}`, id))
+		offered += vigiltest.MetricValue(t, v, fmt.Sprintf(`vigil_frames_decoded_total{stream=%q}`, id))
+		processed += vigiltest.MetricValue(t, v, fmt.Sprintf(`vigil_frames_processed_total{stream=%q}`, id))
 		for _, r := range []string{"deadline", "queue_full"} {
 			for _, stage := range []string{"ingest", "queue"} {
-				dropped[r] += metricValue(t, v, fmt.Sprintf(`vigil_frames_dropped_total{reason=%q,stage=%q,stream=%q}`, r, stage, id))
+				dropped[r] += vigiltest.MetricValue(t, v, fmt.Sprintf(`vigil_frames_dropped_total{reason=%q,stage=%q,stream=%q}`, r, stage, id))
 			}
 		}
 	}
@@ -120,13 +121,13 @@ func TestOverloadKeepsBudget(t *testing.T) {
 
 	// Sustained queue depth above 10 engaged degradation of the
 	// low-priority streams: an event, the gauge, and drops by reason.
-	_, ok := lowEvents.first("degraded", time.Time{})
-	require.True(t, ok, "a degraded event on vigil.o15.events: %v", lowEvents.all())
-	require.Equal(t, 1.0, metricValue(t, v, `vigil_stream_degraded{stream="o15"}`))
+	_, ok := lowEvents.First("degraded", time.Time{})
+	require.True(t, ok, "a degraded event on vigil.o15.events: %v", lowEvents.All())
+	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, `vigil_stream_degraded{stream="o15"}`))
 	// Skipped by policy, not lost: in vigil_frames_skipped_total only.
-	require.Positive(t, metricValue(t, v, `vigil_frames_skipped_total{reason="degraded",stream="o15"}`))
-	require.Zero(t, metricValue(t, v, `vigil_frames_dropped_total{reason="degraded",stage="ingest",stream="o15"}`))
-	require.Zero(t, metricValue(t, v, `vigil_stream_degraded{stream="o00"}`), "high priority is not degraded")
+	require.Positive(t, vigiltest.MetricValue(t, v, `vigil_frames_skipped_total{reason="degraded",stream="o15"}`))
+	require.Zero(t, vigiltest.MetricValue(t, v, `vigil_frames_dropped_total{reason="degraded",stage="ingest",stream="o15"}`))
+	require.Zero(t, vigiltest.MetricValue(t, v, `vigil_stream_degraded{stream="o00"}`), "high priority is not degraded")
 
 	// Isolation: the high-priority stream has its own engine instance and
 	// gate, so it does not wait behind the bulk streams: its median queue
@@ -141,7 +142,7 @@ func TestOverloadKeepsBudget(t *testing.T) {
 	mu.Unlock()
 	t.Logf("median queue time: high-priority stream %.1f ms, bulk streams %.1f ms", hiP50, bulkP50)
 	require.Less(t, hiP50, bulkP50/3, "the high-priority stream does not queue behind bulk streams")
-	hiProcessed := metricValue(t, v, `vigil_frames_processed_total{stream="o00"}`)
-	hiDecoded := metricValue(t, v, `vigil_frames_decoded_total{stream="o00"}`)
+	hiProcessed := vigiltest.MetricValue(t, v, `vigil_frames_processed_total{stream="o00"}`)
+	hiDecoded := vigiltest.MetricValue(t, v, `vigil_frames_decoded_total{stream="o00"}`)
 	require.Greater(t, hiProcessed, 0.5*hiDecoded, "the high-priority stream is mostly served")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 )
 
 // On a machine without an NVIDIA driver every provider setting ends on the
@@ -23,8 +24,8 @@ func TestProviderFallbackLine(t *testing.T) {
 		"cpu":      "execution provider cpu (infer.provider: cpu)",
 	} {
 		t.Run(provider, func(t *testing.T) {
-			v := startVigil(t, t.TempDir(), fmt.Sprintf("infer: {provider: %s}\nstreams:\n  - {id: cam, url: %q, loop: true}\n", provider, video))
-			logs := v.logs.String()
+			v := vigiltest.Start(t, t.TempDir(), fmt.Sprintf("infer: {provider: %s}\nstreams:\n  - {id: cam, url: %q, loop: true}\n", provider, video))
+			logs := v.Logs.String()
 			var line string
 			for _, l := range strings.Split(logs, "\n") {
 				if strings.Contains(l, "model loaded") {

@@ -19,18 +19,15 @@ import (
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 )
 
-func fileStream(t *testing.T, id, media string, extra string) string {
-	return fmt.Sprintf(`{"id":%q,"url":%q,"realtime":true,"loop":true%s}`, id, testenv.Media(t, media), extra)
-}
-
 // specsOnly is the stored registry without live status, for comparisons.
-func (v *vigil) specsOnly() string {
-	code, b := v.call("GET", "/v1/streams", "")
-	require.Equal(v.t, http.StatusOK, code)
+func specsOnly(t *testing.T, v *vigiltest.Vigil) string {
+	code, b := v.Call("GET", "/v1/streams", "")
+	require.Equal(t, http.StatusOK, code)
 	var l struct{ Streams []api.Stream }
-	require.NoError(v.t, json.Unmarshal(b, &l))
+	require.NoError(t, json.Unmarshal(b, &l))
 	for i := range l.Streams {
 		l.Streams[i].Status = nil
 	}
@@ -40,25 +37,25 @@ func (v *vigil) specsOnly() string {
 
 func TestRestartRestoresStreams(t *testing.T) {
 	dir := t.TempDir()
-	v := startVigil(t, dir, `streams: [{id: seeded, url: "`+testenv.Media(t, "tree.avi")+`", realtime: true, loop: true}]`)
-	code, b := v.call("POST", "/v1/streams", fileStream(t, "added", "Megamind.avi", `,"labels":{"site":"lab"}`))
+	v := vigiltest.Start(t, dir, `streams: [{id: seeded, url: "`+testenv.Media(t, "tree.avi")+`", realtime: true, loop: true}]`)
+	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "added", "Megamind.avi", `,"labels":{"site":"lab"}`))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("seeded", "running", 20*time.Second)
-	v.waitState("added", "running", 20*time.Second)
-	v.stop()
+	v.WaitState("seeded", "running", 20*time.Second)
+	v.WaitState("added", "running", 20*time.Second)
+	v.Stop()
 
 	// Restart without the config stream: both come back from the bucket.
-	v2 := startVigil(t, dir, "")
-	s := v2.waitState("added", "running", 20*time.Second)
+	v2 := vigiltest.Start(t, dir, "")
+	s := v2.WaitState("added", "running", 20*time.Second)
 	require.Equal(t, "lab", s.Labels["site"])
-	v2.waitState("seeded", "running", 20*time.Second)
+	v2.WaitState("seeded", "running", 20*time.Second)
 }
 
 func TestBadRequestsLeaveRegistryUnchanged(t *testing.T) {
-	v := startVigil(t, t.TempDir(), "")
-	code, b := v.call("POST", "/v1/streams", fileStream(t, "cam1", "tree.avi", ""))
+	v := vigiltest.Start(t, t.TempDir(), "")
+	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "cam1", "tree.avi", ""))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	before := v.specsOnly()
+	before := specsOnly(t, v)
 	mm := testenv.Media(t, "Megamind.avi")
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -86,7 +83,7 @@ func TestBadRequestsLeaveRegistryUnchanged(t *testing.T) {
 		{"get bad id", "GET", "/v1/streams/%2e%2e", "", 400, "id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, b := v.call(tc.method, tc.path, tc.body)
+			code, b := v.Call(tc.method, tc.path, tc.body)
 			require.Equal(t, tc.code, code, string(b))
 			var e api.Error
 			require.NoError(t, json.Unmarshal(b, &e), "a JSON error body: %s", b)
@@ -94,18 +91,18 @@ func TestBadRequestsLeaveRegistryUnchanged(t *testing.T) {
 			require.Equal(t, tc.field, e.Field, e.Error)
 		})
 	}
-	req, _ := http.NewRequest("POST", v.ep.API+"/v1/streams", strings.NewReader(`{"id":"x","url":"`+mm+`"}`))
+	req, _ := http.NewRequest("POST", v.EP.API+"/v1/streams", strings.NewReader(`{"id":"x","url":"`+mm+`"}`))
 	req.Header.Set("Content-Type", "text/plain")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
 
-	require.Equal(t, before, v.specsOnly(), "the registry is unchanged")
+	require.Equal(t, before, specsOnly(t, v), "the registry is unchanged")
 }
 
 func TestConcurrentCreateDelete(t *testing.T) {
-	v := startVigil(t, t.TempDir(), "")
+	v := vigiltest.Start(t, t.TempDir(), "")
 	const n = 12
 	var wg sync.WaitGroup
 	errs := make(chan string, 4*n)
@@ -115,11 +112,11 @@ func TestConcurrentCreateDelete(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("c%d", i)
 			body := fmt.Sprintf(`{"id":%q,"url":%q,"realtime":true,"loop":true,"fps_limit":2}`, id, testenv.Media(t, "tree.avi"))
-			if code, b := post(v.ep.API+"/v1/streams", body); code != http.StatusCreated {
+			if code, b := post(v.EP.API+"/v1/streams", body); code != http.StatusCreated {
 				errs <- fmt.Sprintf("create %s: %d %s", id, code, b)
 			}
 			if i%2 == 0 { // half are deleted again at once
-				if code, b := do("DELETE", v.ep.API+"/v1/streams/"+id); code != http.StatusNoContent {
+				if code, b := do("DELETE", v.EP.API+"/v1/streams/"+id); code != http.StatusNoContent {
 					errs <- fmt.Sprintf("delete %s: %d %s", id, code, b)
 				}
 			}
@@ -133,10 +130,10 @@ func TestConcurrentCreateDelete(t *testing.T) {
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("c%d", i)
 		if i%2 == 0 {
-			_, ok := v.stream(id)
+			_, ok := v.Stream(id)
 			require.False(t, ok, id)
 		} else {
-			v.waitState(id, "running", 30*time.Second)
+			v.WaitState(id, "running", 30*time.Second)
 		}
 	}
 }
@@ -164,17 +161,17 @@ func do(method, url string) (int, string) {
 
 // After 20 add/remove cycles the goroutine count is back where it started.
 func TestAddRemoveCyclesLeakNoGoroutines(t *testing.T) {
-	v := startVigil(t, t.TempDir(), "")
-	v.call("GET", "/v1/streams", "") // warm the HTTP keep-alive connection
+	v := vigiltest.Start(t, t.TempDir(), "")
+	v.Call("GET", "/v1/streams", "") // warm the HTTP keep-alive connection
 	time.Sleep(200 * time.Millisecond)
 	base := runtime.NumGoroutine()
 	for i := 0; i < 20; i++ {
-		code, b := v.call("POST", "/v1/streams", fileStream(t, "cyc", "tree.avi", ""))
+		code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "cyc", "tree.avi", ""))
 		require.Equal(t, http.StatusCreated, code, string(b))
-		v.waitState("cyc", "running", 20*time.Second)
-		code, _ = v.call("DELETE", "/v1/streams/cyc", "")
+		v.WaitState("cyc", "running", 20*time.Second)
+		code, _ = v.Call("DELETE", "/v1/streams/cyc", "")
 		require.Equal(t, http.StatusNoContent, code)
-		testenv.Eventually(t, func() bool { _, ok := v.stream("cyc"); return !ok }, 10*time.Second, 10*time.Millisecond, "stream cyc removed")
+		testenv.Eventually(t, func() bool { _, ok := v.Stream("cyc"); return !ok }, 10*time.Second, 10*time.Millisecond, "stream cyc removed")
 	}
 	testenv.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+2 }, 10*time.Second, 50*time.Millisecond,
 		"goroutines: %d now, %d before", runtime.NumGoroutine(), base)
@@ -192,21 +189,21 @@ func TestCredentialsRedacted(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close() // a camera that refuses connections: errors mention the URL
-	v := startVigil(t, t.TempDir(), "")
+	v := vigiltest.Start(t, t.TempDir(), "")
 	var secrets []string
-	ev := map[string]*eventLog{}
+	ev := map[string]*vigiltest.EventLog{}
 	for i, pw := range []struct{ encoded, raw string }{
 		{"p%40ss%3Aw0rd%2Fx%25y", "p@ss:w0rd/x%y"},
 		{"h%23sh%3Fq%26x%3Dy", "h#sh?q&x=y"},
 	} {
 		id := fmt.Sprintf("sec%d", i)
-		ev[id] = v.events(id)
+		ev[id] = v.Events(id)
 		secrets = append(secrets, pw.encoded, pw.raw)
 		url := "rtsp://admin:" + pw.encoded + "@" + addr + "/stream1"
-		code, b := v.call("POST", "/v1/streams", `{"id":"`+id+`","url":"`+url+`","stall_timeout":"1s"}`)
+		code, b := v.Call("POST", "/v1/streams", `{"id":"`+id+`","url":"`+url+`","stall_timeout":"1s"}`)
 		require.Equal(t, http.StatusCreated, code, "POST answered %d", code)
 		testenv.NoSecret(t, "the 201 reply", string(b), pw.encoded)
-		s := v.waitState(id, "reconnecting", 20*time.Second)
+		s := v.WaitState(id, "reconnecting", 20*time.Second)
 		require.Equal(t, "rtsp://admin:***@"+addr+"/stream1", s.URL)
 		require.Contains(t, s.Status.LastError, "admin:***@")
 	}
@@ -222,7 +219,7 @@ func TestCredentialsRedacted(t *testing.T) {
 			{"POST", "/v1/streams", `{"id":"bad","url":"` + tc.url + `"}`},
 			{"PATCH", "/v1/streams/sec0", `{"url":"` + tc.url + `"}`},
 		} {
-			code, b := v.call(req.method, req.path, req.body)
+			code, b := v.Call(req.method, req.path, req.body)
 			testenv.NoSecret(t, req.method+"'s reply", string(b), tc.secret)
 			require.Equal(t, http.StatusBadRequest, code, "%s answered %d", req.method, code)
 			var e api.Error
@@ -235,36 +232,36 @@ func TestCredentialsRedacted(t *testing.T) {
 	// it is refused when the stream starts, and the refusal is logged.
 	stored := "rtsp://admin:st0red#pw@" + addr + "/s"
 	secrets = append(secrets, "st0red#pw")
-	js, err := jetstream.New(v.nc)
+	js, err := jetstream.New(v.NC)
 	require.NoError(t, err)
 	kv, err := js.KeyValue(context.Background(), "vigil_streams")
 	require.NoError(t, err)
 	_, err = kv.Put(context.Background(), "streams.stored", []byte(`{"id":"stored","url":"`+stored+`"}`))
 	require.NoError(t, err)
-	v.waitLogs(`stream cannot start.*"stream":"stored".*admin:\*\*\*@`)
-	s := v.waitState("stored", "failed", 10*time.Second)
+	v.WaitLogs(`stream cannot start.*"stream":"stored".*admin:\*\*\*@`)
+	s := v.WaitState("stored", "failed", 10*time.Second)
 	require.Contains(t, s.Status.LastError, "invalid stored spec: url: ")
 	for id, l := range ev {
-		testenv.Eventually(t, func() bool { return len(l.all()) >= 2 }, 10*time.Second, 20*time.Millisecond, "two events of %s", id)
+		testenv.Eventually(t, func() bool { return len(l.All()) >= 2 }, 10*time.Second, 20*time.Millisecond, "two events of %s", id)
 	}
 
-	_, list := v.call("GET", "/v1/streams", "")
-	resp, err := http.Get("http://" + v.ep.Metrics + "/metrics")
+	_, list := v.Call("GET", "/v1/streams", "")
+	resp, err := http.Get("http://" + v.EP.Metrics + "/metrics")
 	require.NoError(t, err)
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var events strings.Builder
 	for _, l := range ev {
-		for _, e := range l.all() {
+		for _, e := range l.All() {
 			events.WriteString(e.Raw)
 		}
 	}
-	for what, text := range map[string]string{"the logs": v.logs.String(), "GET /v1/streams": string(list), "the events": events.String(), "/metrics": string(metrics)} {
+	for what, text := range map[string]string{"the logs": v.Logs.String(), "GET /v1/streams": string(list), "the events": events.String(), "/metrics": string(metrics)} {
 		for _, secret := range secrets {
 			testenv.NoSecret(t, what, text, secret)
 		}
 	}
-	require.Contains(t, v.logs.String(), "admin:***@", "the logs do mention the (redacted) URL")
+	require.Contains(t, v.Logs.String(), "admin:***@", "the logs do mention the (redacted) URL")
 }
 
 // Outage / camera reboot: the RTSP server of one camera goes away for 15 s
@@ -274,36 +271,36 @@ func TestCredentialsRedacted(t *testing.T) {
 func TestOutageAndRecovery(t *testing.T) {
 	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
 	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true})
-	v := startVigil(t, t.TempDir(), "")
-	ev := v.events("cam")
-	frames := v.countFrames()
-	code, b := v.call("POST", "/v1/streams", `{"id":"cam","url":"`+srv.URL+`","stall_timeout":"2s"}`)
+	v := vigiltest.Start(t, t.TempDir(), "")
+	ev := v.Events("cam")
+	frames := v.CountFrames()
+	code, b := v.Call("POST", "/v1/streams", `{"id":"cam","url":"`+srv.URL+`","stall_timeout":"2s"}`)
 	require.Equal(t, http.StatusCreated, code, string(b))
-	code, b = v.call("POST", "/v1/streams", fileStream(t, "healthy", "Megamind.avi", ""))
+	code, b = v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "healthy", "Megamind.avi", ""))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("cam", "running", 30*time.Second)
-	v.waitState("healthy", "running", 30*time.Second)
+	v.WaitState("cam", "running", 30*time.Second)
+	v.WaitState("healthy", "running", 30*time.Second)
 	time.Sleep(2 * time.Second)
 
 	down := time.Now()
 	srv.Stop()
-	testenv.Eventually(t, func() bool { _, ok := ev.first("reconnecting", down); return ok }, 10*time.Second, 10*time.Millisecond, "a reconnecting event after the cut")
-	e, _ := ev.first("reconnecting", down)
+	testenv.Eventually(t, func() bool { _, ok := ev.First("reconnecting", down); return ok }, 10*time.Second, 10*time.Millisecond, "a reconnecting event after the cut")
+	e, _ := ev.First("reconnecting", down)
 	require.Less(t, e.Received.Sub(down), 2*time.Second+time.Second, "event within stall_timeout + 1 s")
 	require.NotEmpty(t, e.Reason)
-	v.waitState("cam", "reconnecting", 5*time.Second)
+	v.WaitState("cam", "reconnecting", 5*time.Second)
 	// A camera reboot: 15 s away, then back as a new server process (new
 	// SSRC, new RTP sequence numbers and timestamps).
 	time.Sleep(15*time.Second - time.Since(down))
 
 	up := time.Now()
 	srv.Restart(t)
-	s := v.waitState("cam", "running", 35*time.Second)
+	s := v.WaitState("cam", "running", 35*time.Second)
 	require.Less(t, time.Since(up), 30*time.Second+5*time.Second, "running again within the backoff cap")
 	require.GreaterOrEqual(t, s.Status.Reconnects, 1)
 
 	// The healthy stream (23.98 fps) kept its rate while the other was down.
-	n := frames.between("healthy", down, up)
+	n := frames.Between("healthy", down, up)
 	want := 23.98 * up.Sub(down).Seconds()
 	require.GreaterOrEqual(t, float64(n), 0.85*want, "healthy stream: %d frames in %.1f s", n, up.Sub(down).Seconds())
 }
@@ -313,15 +310,15 @@ func TestOutageAndRecovery(t *testing.T) {
 func TestStallDetected(t *testing.T) {
 	file := rtsptest.EncodeH264(t, testenv.Media(t, "vtest.avi"), 150)
 	srv := rtsptest.Start(t, file, rtsptest.Options{Loop: true, StallAfter: 4 * time.Second})
-	v := startVigil(t, t.TempDir(), "")
-	ev := v.events("stall")
-	code, b := v.call("POST", "/v1/streams", `{"id":"stall","url":"`+srv.URL+`","stall_timeout":"2s"}`)
+	v := vigiltest.Start(t, t.TempDir(), "")
+	ev := v.Events("stall")
+	code, b := v.Call("POST", "/v1/streams", `{"id":"stall","url":"`+srv.URL+`","stall_timeout":"2s"}`)
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("stall", "running", 30*time.Second)
-	s := v.waitState("stall", "reconnecting", 15*time.Second)
+	v.WaitState("stall", "running", 30*time.Second)
+	s := v.WaitState("stall", "reconnecting", 15*time.Second)
 	require.Contains(t, s.Status.LastError, "timed out")
 	last := s.Status.LastFrame
-	e, ok := ev.first("reconnecting", time.Time{})
+	e, ok := ev.First("reconnecting", time.Time{})
 	require.True(t, ok)
 	require.Less(t, e.Time.Sub(last), 2*time.Second+time.Second, "stall detected within stall_timeout (+1 s)")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 )
 
 // Listeners open to the network say so at every start (issue 14, item 6b):
@@ -22,27 +23,27 @@ import (
 // config says insecure: true, /metrics on any address but loopback, and an
 // API token sent without TLS.
 func TestExposureWarnings(t *testing.T) {
-	v := startVigil(t, t.TempDir(), `
+	v := vigiltest.Start(t, t.TempDir(), `
 api: {listen: "0.0.0.0:0", insecure: true}
 nats: {listen: "0.0.0.0:0", insecure: true}
 metrics: {listen: "0.0.0.0:0"}
 `)
-	v.waitLogs(
+	v.WaitLogs(
 		`"level":"warn".*"msg":"API open to the network without a token \(api.insecure: true\): anyone who can reach it can register streams that make vigil connect to any URL they name \(set api.allowed_sources to restrict them\)`,
 		`"level":"warn".*"msg":"embedded NATS server open to the network without a token \(nats.insecure: true\)`,
 		`"level":"warn".*"msg":"metrics endpoint open to the network without authentication`,
 	)
-	code, _ := v.call("GET", "/v1/streams", "")
+	code, _ := v.Call("GET", "/v1/streams", "")
 	require.Equal(t, http.StatusOK, code, "served without a token, as configured")
-	v.stop()
+	v.Stop()
 
 	token := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(token, []byte("t0ken\n"), 0o600))
-	v = startVigil(t, t.TempDir(), `
+	v = vigiltest.Start(t, t.TempDir(), `
 api: {listen: "0.0.0.0:0", token_file: "`+token+`", allowed_sources: ["rtsp://10.0.0.0/8"]}
 `)
-	v.waitLogs(`"level":"warn".*"msg":"API token sent in clear text over the network: set api.tls_cert and api.tls_key`)
-	require.NotRegexp(t, `open to the network`, v.logs.String(), "loopback NATS and metrics, and an API with a token, are not open")
+	v.WaitLogs(`"level":"warn".*"msg":"API token sent in clear text over the network: set api.tls_cert and api.tls_key`)
+	require.NotRegexp(t, `open to the network`, v.Logs.String(), "loopback NATS and metrics, and an API with a token, are not open")
 }
 
 // A Config that did not come through config.Parse is held to the same
@@ -68,23 +69,23 @@ func TestRunRefusesOpenListeners(t *testing.T) {
 // ones with 403.
 func TestAllowedSourcesAtStart(t *testing.T) {
 	dir := t.TempDir()
-	v := startVigil(t, dir, "")
-	code, b := v.call("POST", "/v1/streams", fileStream(t, "early", "tree.avi", ""))
+	v := vigiltest.Start(t, dir, "")
+	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "early", "tree.avi", ""))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("early", "running", 20*time.Second)
-	v.stop()
+	v.WaitState("early", "running", 20*time.Second)
+	v.Stop()
 
 	media := filepath.Dir(testenv.Media(t, "tree.avi"))
-	v = startVigil(t, dir, `api: {listen: "127.0.0.1:0", allowed_sources: ["rtsp://10.0.0.0/8"]}`)
-	s := v.waitState("early", "failed", 20*time.Second)
+	v = vigiltest.Start(t, dir, `api: {listen: "127.0.0.1:0", allowed_sources: ["rtsp://10.0.0.0/8"]}`)
+	s := v.WaitState("early", "failed", 20*time.Second)
 	require.Contains(t, s.Status.LastError, "url: "+media+"/tree.avi: not allowed by api.allowed_sources: the file "+media+"/tree.avi is under no file:// entry")
 	require.Contains(t, s.Status.LastError, "vigil streams set early --url")
-	v.waitLogs(`"level":"error".*"msg":"stream cannot start".*"stream":"early".*not allowed by api.allowed_sources`)
+	v.WaitLogs(`"level":"error".*"msg":"stream cannot start".*"stream":"early".*not allowed by api.allowed_sources`)
 
-	code, b = v.call("POST", "/v1/streams", fileStream(t, "late", "tree.avi", ""))
+	code, b = v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "late", "tree.avi", ""))
 	require.Equal(t, http.StatusForbidden, code, string(b))
 	require.Contains(t, string(b), `"field":"url"`)
-	_, ok := v.stream("late")
+	_, ok := v.Stream("late")
 	require.False(t, ok, "nothing was stored")
-	v.waitLogs(`"level":"warn".*"msg":"stream refused".*"stream":"late"`)
+	v.WaitLogs(`"level":"warn".*"msg":"stream refused".*"stream":"late"`)
 }

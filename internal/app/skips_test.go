@@ -13,32 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
-
-// alertLog records the alerts published on vigil.*.alerts.
-type alertLog struct {
-	mu     sync.Mutex
-	alerts []string
-}
-
-func (v *vigil) alerts() *alertLog {
-	al := &alertLog{}
-	_, err := v.nc.Subscribe("vigil.*.alerts", func(m *nats.Msg) {
-		al.mu.Lock()
-		al.alerts = append(al.alerts, string(m.Data))
-		al.mu.Unlock()
-	})
-	require.NoError(v.t, err)
-	require.NoError(v.t, v.nc.Flush())
-	return al
-}
-
-func (al *alertLog) all() []string {
-	al.mu.Lock()
-	defer al.mu.Unlock()
-	return append([]string(nil), al.alerts...)
-}
 
 // A stream with fps_limit skips frames on purpose: that is not a fault.
 // Over several alert intervals it raises no frame_drop alert, doctor does
@@ -49,11 +26,11 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	// No latency budget: this test is about skips, and on a shared 2-core
 	// machine a deadline drop (a real fault, rightly alerted) could come
 	// from other load.
-	v := startVigil(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 500ms, budget_ms: 0}\n")
-	alerts := v.alerts()
+	v := vigiltest.Start(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 500ms, budget_ms: 0}\n")
+	alerts := v.Alerts()
 	var mu sync.Mutex
 	var msgs []sinks.Message
-	_, err := v.nc.Subscribe("vigil.limited.detections", func(m *nats.Msg) {
+	_, err := v.NC.Subscribe("vigil.limited.detections", func(m *nats.Msg) {
 		var msg sinks.Message
 		if json.Unmarshal(m.Data, &msg) == nil {
 			mu.Lock()
@@ -63,12 +40,12 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	})
 	require.NoError(t, err)
 	// Megamind at 23.98 fps, admitted at 5 fps: about 4 of 5 frames skipped.
-	code, b := v.call("POST", "/v1/streams", fileStream(t, "limited", "Megamind.avi", `,"fps_limit":5`))
+	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "limited", "Megamind.avi", `,"fps_limit":5`))
 	require.Equal(t, http.StatusCreated, code, string(b))
-	v.waitState("limited", "running", 20*time.Second)
+	v.WaitState("limited", "running", 20*time.Second)
 
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.ep.Metrics + "/metrics", Window: 3 * time.Second}, &out)
+	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: 3 * time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
 	var drop app.Check
@@ -81,17 +58,17 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	require.Contains(t, drop.Measured, "skipped by policy")
 	require.NotContains(t, out.String(), "WARN frames dropped")
 
-	st, _ := v.stream("limited")
+	st, _ := v.Stream("limited")
 	require.Positive(t, st.Status.FPSSkipped, "the status shows the skips: %+v", st.Status)
 	require.Zero(t, st.Status.FPSDropped, "and no drops")
-	skipped := metricValue(t, v, `vigil_frames_skipped_total{reason="rate_limit",stream="limited"}`)
-	decoded := metricValue(t, v, `vigil_frames_decoded_total{stream="limited"}`)
+	skipped := vigiltest.MetricValue(t, v, `vigil_frames_skipped_total{reason="rate_limit",stream="limited"}`)
+	decoded := vigiltest.MetricValue(t, v, `vigil_frames_decoded_total{stream="limited"}`)
 	// 5 of 23.98 fps admitted: 79 % skipped; half that is far from any
 	// timing noise of the token bucket.
 	require.Greater(t, skipped, 0.4*decoded, "skipped %v of %v decoded", skipped, decoded)
 	for _, r := range []string{"rate_limit", "queue_full", "deadline"} {
 		for _, stage := range []string{"ingest", "queue"} {
-			require.Zero(t, metricValue(t, v, `vigil_frames_dropped_total{reason="`+r+`",stage="`+stage+`",stream="limited"}`), r)
+			require.Zero(t, vigiltest.MetricValue(t, v, `vigil_frames_dropped_total{reason="`+r+`",stage="`+stage+`",stream="limited"}`), r)
 		}
 	}
 	mu.Lock()
@@ -107,5 +84,5 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	require.Zero(t, sumDropped, "and no dropped_since_last")
 	// Doctor's window held 6 alert intervals, the first skip would have
 	// been alerted at once (250 ms tick).
-	require.Empty(t, alerts.all(), "no alert for frames skipped on purpose")
+	require.Empty(t, alerts.All(), "no alert for frames skipped on purpose")
 }
