@@ -30,7 +30,6 @@ import (
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
-	"github.com/vigil-video/vigil/pipeline"
 )
 
 // ShapeFit is how a source frame fits a model's fixed input under vigil's
@@ -349,7 +348,7 @@ func probeStreams(ctx context.Context, specs []registry.Spec, sources *allowlist
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			w, h, err := probeSize(ctx, sp, timeout)
+			w, h, err := decode.ProbeSize(ctx, decode.Options{URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport}, timeout)
 			if err != nil {
 				out[i].note = "probe: " + err.Error()
 				return
@@ -359,36 +358,6 @@ func probeStreams(ctx context.Context, specs []registry.Spec, sources *allowlist
 	}
 	wg.Wait()
 	return out
-}
-
-// probeSize opens a stream and returns its first decoded frame's size.
-func probeSize(ctx context.Context, sp registry.Spec, timeout time.Duration) (int, int, error) {
-	src, err := decode.New(decode.Options{URL: sp.URL, StreamID: sp.ID, Transport: sp.Transport,
-		OpenTimeout: timeout, StallTimeout: timeout})
-	if err != nil {
-		return 0, 0, err
-	}
-	// The source's own open timeout fires first, with a message naming
-	// the step; this one is the backstop.
-	ctx, cancel := context.WithTimeout(ctx, timeout+2*time.Second)
-	defer cancel()
-	w, h := 0, 0
-	err = src.Run(ctx, func(f *pipeline.Frame) {
-		if w == 0 {
-			w, h = f.Image.Width(), f.Image.Height()
-			cancel()
-		}
-		f.Image.Release()
-	})
-	switch {
-	case w > 0:
-		return w, h, nil
-	case errors.Is(err, io.EOF):
-		return 0, 0, errors.New("no video frame before the end of the input")
-	case errors.Is(err, context.DeadlineExceeded):
-		return 0, 0, fmt.Errorf("no frame within %s", timeout)
-	}
-	return 0, 0, err
 }
 
 // modelInfo is a model's inspected shape, or why it could not be read.

@@ -27,7 +27,6 @@ import (
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/hwmon"
-	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -159,7 +158,7 @@ func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *z
 	// at the first point after a minute of ceilings. FFmpeg's own log
 	// lines would go to stderr around the one line of the error.
 	decode.SetLogger(nil)
-	if _, _, err := probeSize(ctx, registry.Spec{ID: "source", URL: o.Source}, 10*time.Second); err != nil {
+	if _, _, err := decode.ProbeSize(ctx, decode.Options{URL: o.Source, StreamID: "source"}, 10*time.Second); err != nil {
 		if ctx.Err() != nil {
 			return r, &cli.InterruptedError{What: "while opening --source"}
 		}
