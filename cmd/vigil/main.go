@@ -28,6 +28,7 @@ import (
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/assets"
+	"github.com/vigil-video/vigil/internal/bench"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/redact"
@@ -298,7 +299,7 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
-	o := app.BenchOptions{}
+	o := bench.EngineOptions{}
 	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
 	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "length of each throughput phase")
@@ -358,7 +359,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer stop()
-		_, err = app.BenchStreams(ctx, c, app.StreamsOptions{Source: o.Source, Model: o.Model, FFmpeg: *ffmpegPath,
+		_, err = bench.Streams(ctx, c, bench.StreamsOptions{Source: o.Source, Model: o.Model, FFmpeg: *ffmpegPath,
 			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Warmup: *warmup, Budget: time.Duration(*budgetMS) * time.Millisecond,
 			CeilingFor: *ceiling, NoCeilings: *ceiling == 0}, log, stdout)
 		return err
@@ -367,7 +368,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return &cli.BadInputError{Err: errors.New("--gpu and --sweep are separate benchmarks; give one (the sweep uses the GPU engine when infer.provider allows it)")}
 	}
 	if *gpuMode {
-		g := app.GPUBenchOptions{Source: o.Source, Duration: o.Duration}
+		g := bench.GPUOptions{Source: o.Source, Duration: o.Duration}
 		g.Models = []string{o.Model}
 		if *models != "" {
 			g.Models = strings.Split(*models, ",")
@@ -387,7 +388,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer stop()
-		_, err = app.BenchGPU(ctx, c, g, stdout)
+		_, err = bench.GPU(ctx, c, g, stdout)
 		return cli.Interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
 	}
 	if *sweep {
@@ -416,7 +417,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if ns[len(ns)-1] != *maxStreams {
 			ns = append(ns, *maxStreams) // always measure the largest load asked for
 		}
-		_, _, err = app.Sweep(ctx, c, app.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
+		_, _, err = bench.Sweep(ctx, c, bench.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
 			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, log, stdout)
 		return cli.Interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
 	}
@@ -428,7 +429,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stop()
-	_, err = app.Bench(ctx, c, o, log, stdout)
+	_, err = bench.Engine(ctx, c, o, log, stdout)
 	return cli.Interrupted(ctx, err, "before the bench finished; its figures are incomplete")
 }
 

@@ -31,38 +31,6 @@ import (
 	"github.com/vigil-video/vigil/sinks"
 )
 
-// toolEngines returns the engines of a one-shot tool (bench --sweep,
-// bench --streams) with metrics of their own: the batcher's and the GPU
-// engine's histograms land in the returned registry.
-func toolEngines(c *config.Config) (*engines.Pool, prometheus.Gatherer) {
-	e := engines.New(c)
-	reg := prometheus.NewRegistry()
-	e.SetMetrics(pipeline.NewMetrics(reg))
-	return e, reg
-}
-
-// toolBatcher starts, for a one-shot tool (bench --sweep, bench
-// --streams), the batcher of base in e (nil when batching is off) with its
-// dispatcher on a goroutine of its own; stop ends it and waits for it.
-func toolBatcher(ctx context.Context, e *engines.Pool, ref string, dev int, base engines.Detector) (b *pipeline.Batcher, stop func(), err error) {
-	stop = func() {}
-	if !e.Batching() {
-		return nil, stop, nil
-	}
-	bctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	stop = func() { cancel(); wg.Wait() }
-	e.SetRunBatcher(func(b *pipeline.Batcher) {
-		wg.Add(1)
-		go func() { defer wg.Done(); b.Run(bctx) }()
-	})
-	if b, err = e.Batcher(ref, "", dev, base); err != nil {
-		stop()
-		return nil, func() {}, err
-	}
-	return b, stop, nil
-}
-
 // Endpoints are the addresses a running vigil serves ("" when disabled).
 type Endpoints struct {
 	NATS    string // NATS client URL

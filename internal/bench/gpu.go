@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 	"github.com/vigil-video/vigil/pipeline"
 )
 
-// GPUBenchOptions are `vigil bench --gpu`'s flags.
-type GPUBenchOptions struct {
+// GPUOptions are `vigil bench --gpu`'s flags.
+type GPUOptions struct {
 	// Source gives the real frames (default: the cached Megamind.avi).
 	Source string
 	// Models are model names or .onnx paths (default blazeface). Batch N
@@ -60,7 +60,7 @@ type GPURow struct {
 	PreprocessGPU time.Duration
 }
 
-// BenchGPU is `vigil bench --gpu`: for each model and batch size it
+// GPU is `vigil bench --gpu`: for each model and batch size it
 // measures, in one run, eager against CUDA-graph execution through ONNX
 // Runtime's CUDA provider (throughput, P50/P99, host launch time), the full
 // GPU engine path with its copy share, GPU preprocessing against swscale on
@@ -68,7 +68,7 @@ type GPURow struct {
 // detections match the CPU engine's on the same frames (same count, IoU ≥
 // 0.9, score within 0.02). It needs an NVIDIA GPU; elsewhere it fails with
 // the reason (no driver, no CUDA provider).
-func BenchGPU(ctx context.Context, c config.Config, o GPUBenchOptions, out io.Writer) ([]GPURow, error) {
+func GPU(ctx context.Context, c config.Config, o GPUOptions, out io.Writer) ([]GPURow, error) {
 	if o.Source == "" {
 		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
 	}

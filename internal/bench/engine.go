@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"context"
@@ -27,15 +27,15 @@ import (
 	"github.com/vigil-video/vigil/sinks"
 )
 
-// BenchOptions are `vigil bench`'s flags.
-type BenchOptions struct {
+// EngineOptions are `vigil bench`'s flags.
+type EngineOptions struct {
 	Source   string        // file (default: the cached Megamind.avi)
 	Model    string        // model name or path (default blazeface)
 	Duration time.Duration // per throughput phase (default 3 s)
 }
 
-// BenchResult holds one run's numbers; ratios compare within the run.
-type BenchResult struct {
+// EngineResult holds one run's numbers; ratios compare within the run.
+type EngineResult struct {
 	DecodeFPS, InferFPS, PipelineFPS float64
 	// Overhead is PipelineFPS / min(DecodeFPS, InferFPS): 1 means the
 	// pipeline costs nothing beyond its slowest stage.
@@ -56,14 +56,14 @@ type BenchResult struct {
 	AllocsPerFrame, BytesPerFrame float64
 }
 
-// Bench is `vigil bench`: on one file and model it measures, in one run,
+// Engine is `vigil bench`: on one file and model it measures, in one run,
 // FFmpeg decode-only fps, ORT inference-only fps (replaying a real
 // preprocessed frame), the full pipeline's fps (decode → letterbox →
 // infer → NMS → NATS publish to an embedded server, lossless, unpaced) with
 // allocations per frame, and end-to-end P50/P99 latency with the file
 // paced at its native frame rate. It prints a table to out.
-func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger, out io.Writer) (BenchResult, error) {
-	var r BenchResult
+func Engine(ctx context.Context, c config.Config, o EngineOptions, log *zap.Logger, out io.Writer) (EngineResult, error) {
+	var r EngineResult
 	if o.Source == "" {
 		o.Source = filepath.Join(assets.MediaDir(), "Megamind.avi")
 	}
@@ -97,7 +97,10 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	var frames int64
 	var first *pipeline.Frame
 	el, err := runFor(ctx, o.Duration, func(ctx context.Context) error {
-		src, _ := decode.New(decode.Options{URL: o.Source, Loop: true})
+		src, err := decode.New(decode.Options{URL: o.Source, Loop: true})
+		if err != nil {
+			return err
+		}
 		return src.Run(ctx, func(f *pipeline.Frame) {
 			frames++
 			if first == nil {
@@ -168,13 +171,22 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 	if err != nil {
 		return r, err
 	}
-	defer sink.Close()
+	defer func() {
+		// Everything measured was published already; a failed flush
+		// changes no figure.
+		if err := sink.Close(); err != nil {
+			log.Warn("closing the bench's NATS connection", zap.Error(err))
+		}
+	}()
 	counted := &countSink{Sink: sink}
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
 	el, err = runFor(ctx, o.Duration, func(ctx context.Context) error {
-		src, _ := decode.New(decode.Options{URL: o.Source, Loop: true, StreamID: "bench"})
+		src, err := decode.New(decode.Options{URL: o.Source, Loop: true, StreamID: "bench"})
+		if err != nil {
+			return err
+		}
 		return pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "bench", Source: src, Engine: eng, Sink: counted, Lossless: true})
 	})
 	runtime.ReadMemStats(&ms1)
@@ -201,7 +213,10 @@ func Bench(ctx context.Context, c config.Config, o BenchOptions, log *zap.Logger
 
 	// 4. Latency at the native frame rate (one pass through the file).
 	stats := pipeline.NewStats()
-	src, _ := decode.New(decode.Options{URL: o.Source, Realtime: true, StreamID: "bench"})
+	src, err := decode.New(decode.Options{URL: o.Source, Realtime: true, StreamID: "bench"})
+	if err != nil {
+		return r, fmt.Errorf("latency phase: %w", err)
+	}
 	if err := pipeline.RunStream(ctx, pipeline.StreamConfig{ID: "bench", Source: src, Engine: eng, Sink: sink, Stats: stats}); err != nil {
 		return r, fmt.Errorf("latency phase: %w", err)
 	}

@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"cmp"
@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +45,7 @@ type SweepOptions struct {
 	Plot   string        // PNG path for P99 against load; "" for none
 	// place gives stream i's decode settings, device and (with several
 	// devices) engine and batcher (benchPlacement.at); Sweep and
-	// BenchStreams set it.
+	// Streams set it.
 	place func(i int) benchSlot
 	// tools holds the batcher's and the GPU engine's metrics
 	// (toolEngines), read with each point's own.
@@ -600,60 +599,4 @@ func plotSweep(path string, budget time.Duration, policy, none []SweepPoint) err
 	p.Legend.Add(fmt.Sprintf("budget %s", budget), b)
 	p.Legend.Top, p.Legend.Left = true, true
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
-}
-
-// benchSlot is where bench stream i runs: its decode settings (NVDEC on
-// GPU dev, or the CPU), its device (a CUDA ordinal), and with several
-// devices that device's engine and batcher (nil: the one engine of the
-// run).
-type benchSlot struct {
-	decode  decode.Options
-	dev     int
-	eng     pipeline.Engine
-	batcher *pipeline.Batcher
-}
-
-// benchPlacement places bench streams as vigil run places streams: each on
-// the device with the fewest streams (pipeline.Placer), and with hybrid
-// decoding on that GPU's NVDEC or on the CPU, in proportion to their
-// capacities (newDecodePlacer, placeDecoder).
-// CPU-decoded streams use one decoder thread each, as the CPU ceiling's
-// decodes do. Stream i's place depends only on streams 0..i-1, so every
-// point of a run places its first streams alike. Safe for concurrent use.
-type benchPlacement struct {
-	mu       sync.Mutex
-	c        *config.Config
-	devs     []int
-	gpus     *pipeline.Placer
-	decoders *pipeline.Placer // nil unless decode.hwaccel is hybrid
-	slots    []benchSlot
-	// engines, when set, gives device index k's engine and batcher.
-	engines func(k int) (pipeline.Engine, *pipeline.Batcher)
-}
-
-func newBenchPlacement(c *config.Config, devs []int) *benchPlacement {
-	return &benchPlacement{c: c, devs: devs, gpus: pipeline.NewPlacer(len(devs)), decoders: engines.NewDecodePlacer(c, len(devs))}
-}
-
-// at returns stream i's slot.
-func (p *benchPlacement) at(i int) benchSlot {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(p.slots) <= i {
-		id := strconv.Itoa(len(p.slots))
-		k := p.gpus.Place(id, 1)
-		s, nvdec := benchSlot{dev: p.devs[k]}, true
-		if p.decoders != nil {
-			nvdec = engines.PlaceDecoder(p.decoders, id, k, len(p.devs))
-		}
-		s.decode = engines.WithHW(decode.Options{}, p.c, s.dev, nvdec)
-		if !nvdec {
-			s.decode.Threads = 1
-		}
-		if p.engines != nil {
-			s.eng, s.batcher = p.engines(k)
-		}
-		p.slots = append(p.slots, s)
-	}
-	return p.slots[i]
 }

@@ -1,4 +1,4 @@
-package app_test
+package bench_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/bench"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
@@ -27,7 +27,7 @@ func TestBenchStreams(t *testing.T) {
 	c := config.Default()
 	c.Infer.Provider = "cpu"
 	var out bytes.Buffer
-	r, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
+	r, err := bench.Streams(context.Background(), c, bench.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
 		Start: 1, Step: 1, Max: 2, Each: 2 * time.Second, Budget: 500 * time.Millisecond, CeilingFor: 3 * time.Second}, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
 	t.Log(out.String())
@@ -52,11 +52,11 @@ func TestBenchStreams(t *testing.T) {
 	require.Greater(t, r.Combined, 0.0)
 	require.Contains(t, out.String(), "result: ")
 
-	_, err = app.BenchStreams(context.Background(), c, app.StreamsOptions{FFmpeg: "/no/such/ffmpeg", Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
+	_, err = bench.Streams(context.Background(), c, bench.StreamsOptions{FFmpeg: "/no/such/ffmpeg", Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
 	require.ErrorContains(t, err, "--ffmpeg /no/such/ffmpeg")
 
 	out.Reset()
-	_, err = app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "nosuchmodel",
+	_, err = bench.Streams(context.Background(), c, bench.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "nosuchmodel",
 		Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
 	require.ErrorContains(t, err, `unknown model "nosuchmodel"`)
 	require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
@@ -65,7 +65,7 @@ func TestBenchStreams(t *testing.T) {
 		out.Reset()
 		cc := c
 		cc.Decode.HWAccel = "cuda"
-		_, err = app.BenchStreams(context.Background(), cc, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
+		_, err = bench.Streams(context.Background(), cc, bench.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
 			Start: 1, Step: 1, Max: 1, Each: time.Second, Budget: time.Second}, zap.NewNop(), &out)
 		var bad *cli.BadInputError
 		require.ErrorAs(t, err, &bad)
@@ -84,7 +84,7 @@ func TestBenchStreamsDevices(t *testing.T) {
 	c.Decode.HWAccel = "hybrid"
 	c.Decode.NVDECFPS, c.Decode.CPUFPS = 100, 100 // 3 streams: NVDEC of GPU 0, of GPU 1, the CPU
 	var out bytes.Buffer
-	r, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
+	r, err := bench.Streams(context.Background(), c, bench.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"), Model: "blazeface",
 		Start: 3, Step: 1, Max: 3, Each: time.Second, Budget: 500 * time.Millisecond, NoCeilings: true}, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
 	t.Log(out.String())
@@ -108,12 +108,12 @@ func TestBenchStreamsInputs(t *testing.T) {
 	clip := testenv.Media(t, "Megamind.avi")
 	// 2 s points: at 24 fps a frame in flight as the window opens or
 	// closes is 2 % of a point, well inside the 95 % pass rule (4 % at 1 s).
-	one := app.StreamsOptions{Model: "blazeface", Start: 1, Step: 1, Max: 1, Each: 2 * time.Second, Warmup: 500 * time.Millisecond,
+	one := bench.StreamsOptions{Model: "blazeface", Start: 1, Step: 1, Max: 1, Each: 2 * time.Second, Warmup: 500 * time.Millisecond,
 		Budget: time.Second, NoCeilings: true}
 	var out bytes.Buffer
 	o := one
 	o.Source = "file://" + clip
-	r, err := app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	r, err := bench.Streams(context.Background(), c, o, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
 	require.Len(t, r.Points, 1)
 	require.Regexp(t, `result: at least 1 stream within P99 1s: [0-9.]+ fps processed; no decode ceiling measured \(--ceiling 0\); NVDEC`, out.String())
@@ -122,7 +122,7 @@ func TestBenchStreamsInputs(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	o = one
 	o.Source = fifo
-	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	_, err = bench.Streams(context.Background(), c, o, zap.NewNop(), &out)
 	var bad *cli.BadInputError
 	require.ErrorAs(t, err, &bad)
 	require.ErrorContains(t, err, "not a regular file")
@@ -132,7 +132,7 @@ func TestBenchStreamsInputs(t *testing.T) {
 	out.Reset()
 	o = one
 	o.Source, o.Model, o.NoCeilings, o.CeilingFor = clip, corrupt, false, 4*time.Second
-	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	_, err = bench.Streams(context.Background(), c, o, zap.NewNop(), &out)
 	require.ErrorAs(t, err, &bad)
 	require.ErrorContains(t, err, "--model: model "+corrupt)
 	require.NotContains(t, out.String(), "decode-only", "refused before the ceilings run")
@@ -140,7 +140,7 @@ func TestBenchStreamsInputs(t *testing.T) {
 	out.Reset()
 	o = one
 	o.Source, o.NoCeilings, o.CeilingFor, o.FFmpeg = clip, false, 4*time.Second, "/bin/false"
-	_, err = app.BenchStreams(context.Background(), c, o, zap.NewNop(), &out)
+	_, err = bench.Streams(context.Background(), c, o, zap.NewNop(), &out)
 	require.EqualError(t, err, "every decode-only ceiling failed (see the n/a lines); check --ffmpeg /bin/false, or skip the ceilings with --ceiling 0")
 	require.Contains(t, out.String(), "n/a: /bin/false: exit status 1")
 	require.NotContains(t, out.String(), "streams    offered", "no point runs without a ceiling")
@@ -151,7 +151,7 @@ func TestBenchStreamsBadNumbers(t *testing.T) {
 	c := config.Default()
 	c.Infer.Provider = "cpu"
 	var out bytes.Buffer
-	_, err := app.BenchStreams(context.Background(), c, app.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"),
+	_, err := bench.Streams(context.Background(), c, bench.StreamsOptions{Source: testenv.Media(t, "Megamind.avi"),
 		Start: 5, Step: 0, Max: 3, Each: time.Millisecond, Budget: time.Second}, zap.NewNop(), &out)
 	var bad *cli.BadInputError
 	require.ErrorAs(t, err, &bad)

@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"bufio"
@@ -79,7 +79,7 @@ type StreamsResult struct {
 	DecoderMax float64    // highest NVML decoder utilisation seen, 0..1 (0: no NVML)
 }
 
-// BenchStreams is `vigil bench --streams`: how many streams one GPU
+// Streams is `vigil bench --streams`: how many streams one GPU
 // (infer.device), or the GPUs of infer.devices, and the CPUs carry. With
 // several GPUs the streams are placed as vigil run places them (fewest
 // streams first; hybrid decoding on that GPU's NVDEC or the CPU), each GPU
@@ -102,7 +102,7 @@ type StreamsResult struct {
 // (*BadInputError); the runtime or the model not opening, or a stream that
 // cannot start; *InterruptedError, naming the step, when ctx ends first
 // (the point it cuts short is not counted).
-func BenchStreams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Logger, out io.Writer) (r StreamsResult, err error) {
+func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Logger, out io.Writer) (r StreamsResult, err error) {
 	defer func() {
 		// ctx ended during a step that has no message of its own (the
 		// runtime or the engines opening): say so, not "context canceled".
@@ -503,6 +503,8 @@ func ffmpegCeiling(ctx context.Context, ffmpeg, src, kind string, devs []int, k 
 				}
 			}
 			if serr := sc.Err(); serr != nil { // stop reading: drain so that ffmpeg never blocks on a full pipe
+				// A drain that fails too has lost the pipe, which Wait
+				// reports below.
 				_, _ = io.Copy(io.Discard, stdout)
 			}
 			err = cmd.Wait()

@@ -1,4 +1,4 @@
-package app_test
+package bench_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/bench"
 	"github.com/vigil-video/vigil/internal/config"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestSweepSmoke(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "sweep.png")
 	var out bytes.Buffer
-	policy, none, err := app.Sweep(context.Background(), config.Default(), app.SweepOptions{
+	policy, none, err := bench.Sweep(context.Background(), config.Default(), bench.SweepOptions{
 		Streams: []int{1, 2}, Each: time.Second, Budget: 200 * time.Millisecond, Plot: plot,
 	}, zap.NewNop(), &out)
 	require.NoError(t, err, out.String())
@@ -46,7 +46,7 @@ func TestSweepInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	_, _, err := app.Sweep(ctx, config.Default(), app.SweepOptions{
+	_, _, err := bench.Sweep(ctx, config.Default(), bench.SweepOptions{
 		Streams: []int{1, 2, 3}, Each: time.Second, Budget: 200 * time.Millisecond, Plot: plot,
 	}, zap.NewNop(), &out)
 	require.ErrorIs(t, err, context.DeadlineExceeded, out.String())
