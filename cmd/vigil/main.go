@@ -31,6 +31,7 @@ import (
 	"github.com/vigil-video/vigil/internal/bench"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/doctor"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 )
@@ -455,7 +456,7 @@ func startCPUProfile(path string, stderr io.Writer) (stop func(), err error) {
 
 func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("doctor", "doctor [--metrics URL] [--window D]", stderr)
-	o := app.DoctorOptions{}
+	o := doctor.Options{}
 	fs.StringVar(&o.URL, "metrics", "http://127.0.0.1:9090/metrics", "a running vigil's /metrics (metrics.listen)")
 	fs.DurationVar(&o.Window, "window", 10*time.Second, "time between the two scrapes the report compares")
 	if err := parse(fs, args); err != nil {
@@ -473,7 +474,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()
-	_, err := app.Doctor(ctx, o, stdout)
+	_, err := doctor.Run(ctx, o, stdout)
 	return err
 }
 

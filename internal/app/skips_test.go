@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/doctor"
 	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
 )
@@ -45,10 +45,10 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	v.WaitState("limited", "running", 20*time.Second)
 
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: 3 * time.Second}, &out)
+	checks, err := doctor.Run(context.Background(), doctor.Options{URL: "http://" + v.EP.Metrics + "/metrics", Window: 3 * time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
-	var drop app.Check
+	var drop doctor.Check
 	for _, c := range checks {
 		if c.Name == "frames dropped" {
 			drop = c

@@ -1,4 +1,4 @@
-package app_test
+package doctor_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/doctor"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/internal/vigiltest"
 )
@@ -29,10 +29,10 @@ func TestDoctor(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, string(b))
 	v.WaitState("doc", "running", 20*time.Second)
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: 3 * time.Second}, &out)
+	checks, err := doctor.Run(context.Background(), doctor.Options{URL: "http://" + v.EP.Metrics + "/metrics", Window: 3 * time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
-	byName := map[string]app.Check{}
+	byName := map[string]doctor.Check{}
 	for _, c := range checks {
 		byName[c.Name] = c
 	}
@@ -45,11 +45,11 @@ func TestDoctor(t *testing.T) {
 	require.True(t, byName["NATS connection"].OK)
 	require.Equal(t, "1 of 1", byName["streams running"].Measured)
 
-	_, err = app.Doctor(context.Background(), app.DoctorOptions{URL: "http://127.0.0.1:1/metrics", Window: time.Millisecond}, &out)
+	_, err = doctor.Run(context.Background(), doctor.Options{URL: "http://127.0.0.1:1/metrics", Window: time.Millisecond}, &out)
 	require.ErrorContains(t, err, "is vigil run up")
 }
 
-func checkNamed(t *testing.T, checks []app.Check, name string) app.Check {
+func checkNamed(t *testing.T, checks []doctor.Check, name string) doctor.Check {
 	t.Helper()
 	for _, c := range checks {
 		if c.Name == name {
@@ -57,7 +57,7 @@ func checkNamed(t *testing.T, checks []app.Check, name string) app.Check {
 		}
 	}
 	t.Fatalf("no check %q", name)
-	return app.Check{}
+	return doctor.Check{}
 }
 
 // doctor names every stream that does not run, with its state and the
@@ -100,7 +100,7 @@ func TestDoctorReportsDownStreams(t *testing.T) {
 	require.Equal(t, 0.0, vigiltest.MetricValue(t, v, `vigil_stream_up{stream="nomodel"}`))
 
 	var out bytes.Buffer
-	checks, err := app.Doctor(context.Background(), app.DoctorOptions{URL: "http://" + v.EP.Metrics + "/metrics", Window: time.Second}, &out)
+	checks, err := doctor.Run(context.Background(), doctor.Options{URL: "http://" + v.EP.Metrics + "/metrics", Window: time.Second}, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
 	total := checkNamed(t, checks, "streams running")

@@ -1,4 +1,8 @@
-package app
+// Package doctor is `vigil doctor`: a health report of a running vigil
+// from two scrapes of its /metrics (Run), one line per check with the
+// measured value, the threshold and the direction to take. It reads only
+// the metrics endpoint, so it works on any vigil it can reach.
+package doctor
 
 import (
 	"context"
@@ -17,8 +21,8 @@ import (
 	"github.com/vigil-video/vigil/internal/redact"
 )
 
-// DoctorOptions are `vigil doctor`'s flags.
-type DoctorOptions struct {
+// Options are `vigil doctor`'s flags.
+type Options struct {
 	// URL of a running vigil's /metrics.
 	URL string
 	// Window between the two scrapes that rates and latencies come from.
@@ -46,7 +50,7 @@ const (
 	copyShareMax  = 0.15 // host↔device copies as a share of GPU batch time
 )
 
-// Doctor is `vigil doctor`: it scrapes a running vigil's metrics twice,
+// Run is `vigil doctor`: it scrapes a running vigil's metrics twice,
 // Window apart, and writes a health report: GPU utilisation (above 70 %, not
 // under 30 %), GPU memory use (under 80 %), the engine-time tail (P99 under
 // 3× the mean), queue delay (mean under 5 ms), the host↔device copy share
@@ -56,7 +60,7 @@ const (
 // one line for each stream that does not run (vigil_stream_state at the
 // second scrape). Each line gives the measured value, the threshold and the
 // direction to take. It returns the checks.
-func Doctor(ctx context.Context, o DoctorOptions, out io.Writer) ([]Check, error) {
+func Run(ctx context.Context, o Options, out io.Writer) ([]Check, error) {
 	if o.Window <= 0 {
 		o.Window = 10 * time.Second
 	}
