@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/testenv"
 )
@@ -93,7 +94,7 @@ func TestConfigDriftLoggedAndApplied(t *testing.T) {
 `, media))
 	ep, stop, logs := runLogged(t, cfg)
 	require.Empty(t, driftLines(t, logs.String()), "first start: seeded, nothing differs")
-	c, err := app.NewClient(ep.API, "", "")
+	c, err := client.New(ep.API, "", "")
 	require.NoError(t, err)
 	require.NoError(t, c.Do(context.Background(), "DELETE", "/v1/streams/z", nil, nil))
 	stop()
@@ -128,7 +129,7 @@ func TestConfigDriftLoggedAndApplied(t *testing.T) {
 		require.NoError(t, c.Do(context.Background(), "GET", "/v1/streams/"+id, nil, &s))
 		return s
 	}
-	c, err = app.NewClient(ep.API, "", "")
+	c, err = client.New(ep.API, "", "")
 	require.NoError(t, err)
 	require.Equal(t, 5.0, get("x").FPSLimit)
 	y := get("y")

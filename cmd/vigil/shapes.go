@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/redact"
 )
 
@@ -91,7 +92,7 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 		if u, err := url.Parse(*apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return &cli.BadInputError{Err: fmt.Errorf("--api %q: want an http(s) URL such as http://127.0.0.1:8080", redact.URL(*apiURL))}
 		}
-		if o.Client, err = app.NewClient(*apiURL, *tokenFile, *ca); err != nil {
+		if o.Client, err = client.New(*apiURL, *tokenFile, *ca); err != nil {
 			return err
 		}
 	}

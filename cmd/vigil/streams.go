@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/internal/api"
-	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -175,7 +175,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	c, err := app.NewClient(*apiURL, *tokenFile, *ca)
+	c, err := client.New(*apiURL, *tokenFile, *ca)
 	if err != nil {
 		return err
 	}
@@ -187,13 +187,13 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		if err := c.Do(ctx, http.MethodGet, "/v1/streams", nil, &out); err != nil {
 			return err
 		}
-		return app.PrintStreamList(stdout, *output, out, time.Now())
+		return client.PrintStreamList(stdout, *output, out, time.Now())
 	case "get":
 		var s api.Stream
 		if err := c.Do(ctx, http.MethodGet, "/v1/streams/"+url.PathEscape(pos[0]), nil, &s); err != nil {
 			return err
 		}
-		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+		return client.PrintStreams(stdout, *output, []api.Stream{s}, false)
 	case "add":
 		body := sf.body()
 		body["id"] = *id
@@ -201,7 +201,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		if err := c.Do(ctx, http.MethodPost, "/v1/streams", body, &s); err != nil {
 			return err
 		}
-		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+		return client.PrintStreams(stdout, *output, []api.Stream{s}, false)
 	case "set":
 		body := sf.body()
 		if len(body) == 0 {
@@ -211,7 +211,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		if err := c.Do(ctx, http.MethodPatch, "/v1/streams/"+url.PathEscape(pos[0]), body, &s); err != nil {
 			return err
 		}
-		return app.PrintStreams(stdout, *output, []api.Stream{s}, false)
+		return client.PrintStreams(stdout, *output, []api.Stream{s}, false)
 	case "apply":
 		return applyStreams(ctx, c, &file, pos, stdout)
 	default: // rm
@@ -228,7 +228,7 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 // one that is gets a merge patch that sets every field to the file's value
 // and removes the fields and labels the file does not set. It prints one
 // line per stream: added, changed (it restarts) or unchanged.
-func applyStreams(ctx context.Context, c *app.Client, file *config.Config, ids []string, stdout io.Writer) error {
+func applyStreams(ctx context.Context, c *client.Client, file *config.Config, ids []string, stdout io.Writer) error {
 	byID := map[string]config.Stream{}
 	var all []string
 	for _, s := range file.Streams {
@@ -248,7 +248,7 @@ func applyStreams(ctx context.Context, c *app.Client, file *config.Config, ids [
 		path := "/v1/streams/" + url.PathEscape(id)
 		var cur api.Stream
 		err := c.Do(ctx, http.MethodGet, path, nil, &cur)
-		var ae *app.APIError
+		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			if err := c.Do(ctx, http.MethodPost, "/v1/streams", want, nil); err != nil {
 				return fmt.Errorf("adding %s: %w", id, err)

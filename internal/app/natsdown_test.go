@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/api"
-	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/doctor"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/testenv"
@@ -114,7 +114,7 @@ func TestNATSOutageVisible(t *testing.T) {
 	require.Positive(t, l.NATS.HeldMessages)
 	require.NotEmpty(t, l.RegistryError)
 	var table bytes.Buffer
-	require.NoError(t, app.PrintStreamList(&table, "table", l, time.Now()))
+	require.NoError(t, client.PrintStreamList(&table, "table", l, time.Now()))
 	t.Log("\n" + table.String())
 	require.Regexp(t, `(?m)^NATS is down \(for \d+ s\): [1-9]\d* messages`, table.String())
 	require.Regexp(t, `(?m)^cam\s+running\s+[\d.]+\s+[\d.]+ \([\d.]+ buffered\)`, table.String())

@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-video/vigil/internal/allowlist"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/natsserver"
@@ -133,7 +134,7 @@ type ShapesReport struct {
 // ShapesOptions configure Shapes.
 type ShapesOptions struct {
 	// Client reads the streams from a running vigil's API (unless Probe).
-	Client *Client
+	Client *client.Client
 	// Probe opens each registered stream instead, read from the registry
 	// over NATS (NATS, else the config's nats.url, else the embedded server
 	// at nats.listen, else data_dir's store opened here).
@@ -200,7 +201,7 @@ func Shapes(ctx context.Context, c config.Config, o ShapesOptions, out io.Writer
 }
 
 // apiStreams lists the streams and their last frame's size from the API.
-func apiStreams(ctx context.Context, cl *Client) ([]shapeStream, error) {
+func apiStreams(ctx context.Context, cl *client.Client) ([]shapeStream, error) {
 	var list struct {
 		Streams []api.Stream `json:"streams"`
 	}

@@ -1,4 +1,4 @@
-package app
+package client
 
 import (
 	"bytes"
@@ -28,9 +28,9 @@ type Client struct {
 	HTTP  *http.Client
 }
 
-// NewClient builds a client; caFile, when set, is a PEM file of CAs to
+// New builds a client; caFile, when set, is a PEM file of CAs to
 // trust for an https:// base (a self-signed api.tls_cert, for example).
-func NewClient(base, tokenFile, caFile string) (*Client, error) {
+func New(base, tokenFile, caFile string) (*Client, error) {
 	c := &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
@@ -93,7 +93,10 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("calling the vigil API at %s: %w (is vigil run up? see --api)", redact.URL(c.Base), err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("reading the answer of the vigil API at %s: %w", redact.URL(c.Base), err)
+	}
 	if resp.StatusCode/100 != 2 {
 		ae := &APIError{Status: resp.StatusCode}
 		if json.Unmarshal(b, &ae.Body) != nil || ae.Body.Error == "" {

@@ -1,4 +1,4 @@
-package app
+package client
 
 import (
 	"context"
@@ -87,6 +87,8 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("subscribing: %w", err)
 	}
+	// Unsubscribe's error changes nothing: nc.Close, deferred above and
+	// run just after, ends the subscription anyway.
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("subscribing: %w", err)
