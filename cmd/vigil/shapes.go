@@ -8,10 +8,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/redact"
+	"github.com/vigil-video/vigil/internal/shapes"
 )
 
 const shapesUsage = `Usage: vigil shapes [--api URL | --probe] [--config FILE] [--all-models] [--max-waste P] [--json]
@@ -58,7 +58,7 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 	tokenFile := fs.String("token-file", "", "file holding the API's bearer token")
 	ca := fs.String("ca", "", "PEM CA file to trust for an https --api")
 	cfgPath := fs.String("config", "", "the vigil's config file: models, infer.models_dir, infer.batch_sizes, pipeline.default_model, and for --probe data_dir and nats")
-	o := app.ShapesOptions{Parallel: 4}
+	o := shapes.Options{Parallel: 4}
 	fs.BoolVar(&o.Probe, "probe", false, "open each registered stream and read its first frame, instead of asking the API")
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Second, "--probe: limit per stream, up to its first frame")
 	fs.StringVar(&o.NATS, "nats", "", "--probe: NATS server holding the registry (default: nats.url, else the embedded server at nats.listen)")
@@ -100,6 +100,6 @@ func cmdShapes(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	_, err = app.Shapes(ctx, c, o, stdout)
+	_, err = shapes.Run(ctx, c, o, stdout)
 	return err
 }

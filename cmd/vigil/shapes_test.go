@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/api"
-	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/shapes"
 	"github.com/vigil-video/vigil/internal/testenv"
 )
 
@@ -25,7 +25,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func shapeRow(t *testing.T, r app.ShapesReport, stream, model string) app.ShapeRow {
+func shapeRow(t *testing.T, r shapes.Report, stream, model string) shapes.Row {
 	t.Helper()
 	for _, row := range r.Rows {
 		if row.Stream == stream && row.Model == model {
@@ -33,7 +33,7 @@ func shapeRow(t *testing.T, r app.ShapesReport, stream, model string) app.ShapeR
 		}
 	}
 	t.Fatalf("no row for stream %s and model %s in %+v", stream, model, r.Rows)
-	return app.ShapeRow{}
+	return shapes.Row{}
 }
 
 // vigil shapes against a real service (the sample video through the real
@@ -79,7 +79,7 @@ streams:
 	// JSON, every model, and a limit that megamind's 27.3 % stays under.
 	rc, out, errOut = vigil("shapes", "--api", ep.API, "--config", cfg, "--json", "--all-models", "--max-waste", "30")
 	require.Equal(t, 0, rc, errOut)
-	var r app.ShapesReport
+	var r shapes.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.Equal(t, "api", r.Source)
 	row := shapeRow(t, r, "megamind", "blazeface")
@@ -87,7 +87,7 @@ streams:
 	require.Equal(t, []int{720, 528, 128, 128}, []int{row.SourceWidth, row.SourceHeight, row.InputWidth, row.InputHeight})
 	require.Equal(t, []int{1, 8, 32}, row.BatchSizes)
 	require.Empty(t, row.MissingBatchCopies, "make setup made the .b8 and .b32 copies")
-	require.Equal(t, app.ShapeFit{Scale: 128.0 / 720, ContentWidth: 128, ContentHeight: 93, PadRight: 0, PadBottom: 35, WastePct: 100 * 35.0 / 128}, *row.Fit)
+	require.Equal(t, shapes.Fit{Scale: 128.0 / 720, ContentWidth: 128, ContentHeight: 93, PadRight: 0, PadBottom: 35, WastePct: 100 * 35.0 / 128}, *row.Fit)
 	require.Empty(t, row.Flags, "27.3 %% is under --max-waste 30")
 	require.Nil(t, row.Suggestion)
 	back := shapeRow(t, r, "megamind", "blazeface-back")
@@ -99,12 +99,12 @@ streams:
 	} else {
 		require.Contains(t, strings.Join(r.Skipped, "\n"), "yolox-nano")
 	}
-	require.Equal(t, []string{app.FlagUnknown}, shapeRow(t, r, "dead", "blazeface").Flags)
+	require.Equal(t, []string{shapes.FlagUnknown}, shapeRow(t, r, "dead", "blazeface").Flags)
 
 	// --probe while vigil runs: the registry through its NATS server.
 	rc, out, errOut = vigil("shapes", "--probe", "--timeout", "3s", "--config", cfg, "--json")
 	require.Equal(t, 0, rc, errOut)
-	r = app.ShapesReport{}
+	r = shapes.Report{}
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.Equal(t, "probe", r.Source)
 	require.Contains(t, r.From, "running vigil's NATS")
@@ -118,17 +118,17 @@ streams:
 	rc, out, errOut = vigil("shapes", "--probe", "--timeout", "3s", "--config", cfg2, "--json")
 	require.Equal(t, 0, rc, errOut)
 	require.Less(t, time.Since(start), 20*time.Second)
-	r = app.ShapesReport{}
+	r = shapes.Report{}
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.Contains(t, r.From, "registry in ")
 	require.Len(t, r.Rows, 3)
 	mm := shapeRow(t, r, "megamind", "blazeface")
 	require.Equal(t, []int{720, 528}, []int{mm.SourceWidth, mm.SourceHeight})
-	require.Equal(t, []string{app.FlagWaste}, mm.Flags)
+	require.Equal(t, []string{shapes.FlagWaste}, mm.Flags)
 	later := shapeRow(t, r, "later", "blazeface-back")
 	require.Equal(t, []int{768, 576}, []int{later.SourceWidth, later.SourceHeight})
 	dead := shapeRow(t, r, "dead", "blazeface")
-	require.Equal(t, []string{app.FlagUnknown}, dead.Flags)
+	require.Equal(t, []string{shapes.FlagUnknown}, dead.Flags)
 	require.Contains(t, dead.Note, "probe: ")
 	require.NotContains(t, out, "secret")
 }

@@ -1,11 +1,11 @@
-package app_test
+package shapes_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/vigil-video/vigil/internal/app"
+	"github.com/vigil-video/vigil/internal/shapes"
 )
 
 // The letterbox numbers vigil shapes prints, and its suggestion rule: the
@@ -36,14 +36,14 @@ func TestShapeFitAndSuggestion(t *testing.T) {
 		{"720p on 416x256", 1280, 720, 416, 256, 0.3250, 416, 234, 0, 22, 8.59, 416, 256, 8.59},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := app.FitShape(tc.srcW, tc.srcH, tc.inW, tc.inH)
+			f := shapes.FitShape(tc.srcW, tc.srcH, tc.inW, tc.inH)
 			require.InDelta(t, tc.scale, f.Scale, 5e-5)
 			require.Equal(t, []int{tc.cw, tc.ch, tc.padR, tc.padB}, []int{f.ContentWidth, f.ContentHeight, f.PadRight, f.PadBottom})
 			require.InDelta(t, tc.waste, f.WastePct, 0.005)
-			w, h := app.SuggestShape(tc.srcW, tc.srcH, tc.inW, tc.inH)
+			w, h := shapes.SuggestShape(tc.srcW, tc.srcH, tc.inW, tc.inH)
 			require.Equal(t, []int{tc.sugW, tc.sugH}, []int{w, h})
 			require.Zero(t, w%32+h%32, "multiples of 32")
-			s := app.FitShape(tc.srcW, tc.srcH, w, h)
+			s := shapes.FitShape(tc.srcW, tc.srcH, w, h)
 			require.InDelta(t, tc.sugWaste, s.WastePct, 0.005)
 			require.GreaterOrEqual(t, s.Scale, f.Scale-1e-9, "rounding up keeps the scale")
 		})

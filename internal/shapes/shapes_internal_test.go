@@ -1,16 +1,20 @@
-package app
+package shapes
 
 import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
 )
 
@@ -81,4 +85,28 @@ func TestProbeTimeout(t *testing.T) {
 	require.Zero(t, out[0].w)
 	require.Contains(t, out[0].note, "probe: ")
 	require.Contains(t, out[0].note, "timed out")
+}
+
+// --probe reads the registry from the vigil answering at nats.listen; a
+// vigil whose server wants a token this config does not have refuses the
+// connection, which is bad input that says so, not a silent fallback to
+// opening the store (that vigil holds it); with the token, its registry
+// is read.
+func TestRegisteredSpecsToken(t *testing.T) {
+	ns, err := natsserver.Start("127.0.0.1:0", t.TempDir(), "s3cret")
+	require.NoError(t, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.NATS.Listen = ns.Addr().String()
+	_, _, err = registeredSpecs(context.Background(), &c, "")
+	require.True(t, cli.IsBadInput(err), "%v", err)
+	require.ErrorContains(t, err, "the NATS server at "+c.NATS.Listen+" refused the token (set nats.token_file as that vigil does)")
+
+	c.NATS.TokenFile = filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(c.NATS.TokenFile, []byte("s3cret\n"), 0o600))
+	specs, from, err := registeredSpecs(context.Background(), &c, "")
+	require.NoError(t, err)
+	require.Empty(t, specs)
+	require.Equal(t, "registry on the running vigil's NATS at "+c.NATS.Listen+" (empty: config streams only)", from)
 }

@@ -1,4 +1,10 @@
-package app
+// Package shapes is `vigil shapes`: every registered stream's resolution
+// against the fixed input shape of its model (Run), the letterbox fit and
+// its padding (FitShape), and a better-fitting input shape for the rows it
+// flags (SuggestShape). Resolutions come from a running vigil's API
+// (internal/client) or from opening each stream (decode.ProbeSize); model
+// shapes from the model files (infer.Inspect). No pipeline is built.
+package shapes
 
 import (
 	"context"
@@ -33,10 +39,10 @@ import (
 	"github.com/vigil-video/vigil/internal/registry"
 )
 
-// ShapeFit is how a source frame fits a model's fixed input under vigil's
+// Fit is how a source frame fits a model's fixed input under vigil's
 // letterbox (infer.NewLetterbox): scaled by Scale to ContentWidth ×
 // ContentHeight at the top-left, the rest padding.
-type ShapeFit struct {
+type Fit struct {
 	Scale         float64 `json:"scale"`
 	ContentWidth  int     `json:"content_width"`
 	ContentHeight int     `json:"content_height"`
@@ -47,10 +53,10 @@ type ShapeFit struct {
 }
 
 // FitShape computes how a srcW×srcH frame fits an inW×inH input (all > 0).
-func FitShape(srcW, srcH, inW, inH int) ShapeFit {
+func FitShape(srcW, srcH, inW, inH int) Fit {
 	lb := infer.NewLetterbox(srcW, srcH, inW, inH)
 	in := inW * inH
-	return ShapeFit{
+	return Fit{
 		Scale: lb.Scale, ContentWidth: lb.ContentW, ContentHeight: lb.ContentH,
 		PadRight: inW - lb.ContentW, PadBottom: inH - lb.ContentH,
 		WastePct: 100 * float64(in-lb.ContentW*lb.ContentH) / float64(in),
@@ -85,17 +91,17 @@ const (
 	FlagModel   = "model"   // the model could not be read
 )
 
-// ShapeSuggestion is a better-fitting input shape for a flagged row.
-type ShapeSuggestion struct {
-	Width  int      `json:"width"`
-	Height int      `json:"height"`
-	Fit    ShapeFit `json:"fit"`
+// Suggestion is a better-fitting input shape for a flagged row.
+type Suggestion struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	Fit    Fit `json:"fit"`
 	// Note says what the shape needs (another model export, adapter limits).
 	Note string `json:"note"`
 }
 
-// ShapeRow is one stream against one model.
-type ShapeRow struct {
+// Row is one stream against one model.
+type Row struct {
 	Stream string `json:"stream"`
 	// SourceWidth and SourceHeight are 0 when unknown.
 	SourceWidth  int    `json:"source_width"`
@@ -109,30 +115,30 @@ type ShapeRow struct {
 	InputHeight int    `json:"input_height,omitempty"`
 	// BatchSizes are infer.batch_sizes; MissingBatchCopies those whose
 	// <model>.b<N>.onnx copy does not exist.
-	BatchSizes         []int            `json:"batch_sizes"`
-	MissingBatchCopies []int            `json:"missing_batch_copies,omitempty"`
-	Fit                *ShapeFit        `json:"fit,omitempty"`
-	Flags              []string         `json:"flags"`
-	Suggestion         *ShapeSuggestion `json:"suggestion,omitempty"`
+	BatchSizes         []int       `json:"batch_sizes"`
+	MissingBatchCopies []int       `json:"missing_batch_copies,omitempty"`
+	Fit                *Fit        `json:"fit,omitempty"`
+	Flags              []string    `json:"flags"`
+	Suggestion         *Suggestion `json:"suggestion,omitempty"`
 	// Note says why the resolution is unknown or the model unreadable.
 	Note string `json:"note,omitempty"`
 }
 
-// ShapesReport is the result of vigil shapes.
-type ShapesReport struct {
+// Report is the result of vigil shapes.
+type Report struct {
 	// Source is "api" (the last decoded frame of each stream, from a
 	// running vigil) or "probe" (the first frame, opened by vigil shapes).
 	Source string `json:"source"`
 	// From is the API URL or where the registry was read.
-	From        string     `json:"from"`
-	MaxWastePct float64    `json:"max_waste_pct"`
-	Rows        []ShapeRow `json:"rows"`
+	From        string  `json:"from"`
+	MaxWastePct float64 `json:"max_waste_pct"`
+	Rows        []Row   `json:"rows"`
 	// Skipped lists models --all-models could not read, with the reason.
 	Skipped []string `json:"skipped_models,omitempty"`
 }
 
-// ShapesOptions configure Shapes.
-type ShapesOptions struct {
+// Options configure Shapes.
+type Options struct {
 	// Client reads the streams from a running vigil's API (unless Probe).
 	Client *client.Client
 	// Probe opens each registered stream instead, read from the registry
@@ -156,11 +162,11 @@ type shapeStream struct {
 	note      string
 }
 
-// Shapes is `vigil shapes`: every registered stream's resolution against
+// Run is `vigil shapes`: every registered stream's resolution against
 // the fixed input shape of its model (and of every configured model with
 // AllModels), as a table or JSON on out.
-func Shapes(ctx context.Context, c config.Config, o ShapesOptions, out io.Writer) (ShapesReport, error) {
-	r := ShapesReport{Source: "api", MaxWastePct: o.MaxWaste}
+func Run(ctx context.Context, c config.Config, o Options, out io.Writer) (Report, error) {
+	r := Report{Source: "api", MaxWastePct: o.MaxWaste}
 	if err := engines.OpenRuntime(&c); err != nil {
 		return r, err
 	}
@@ -270,13 +276,16 @@ func registeredSpecs(ctx context.Context, c *config.Config, natsURL string) ([]r
 		}
 		from = "registry on NATS " + redact.URLs(natsURL)
 	default:
+		// Config validation refuses a nats.listen that is not
+		// host:port; one built otherwise gets port "", is not reached, and
+		// natsserver.Start below names the bad address.
 		_, port, _ := net.SplitHostPort(c.NATS.Listen)
 		if port != "0" {
 			nc, err = connect("nats://"+c.NATS.Listen, 2*time.Second)
 			switch {
 			case err == nil:
 				from = "registry on the running vigil's NATS at " + c.NATS.Listen
-			case strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
+			case errors.Is(err, nats.ErrAuthorization):
 				return nil, "", cli.BadInput(fmt.Errorf("the NATS server at %s refused the token (set nats.token_file as that vigil does): %w", c.NATS.Listen, err))
 			default:
 				nc = nil
@@ -370,7 +379,7 @@ type modelInfo struct {
 
 // shapeRows builds the rows: per stream its own model, then (allModels)
 // every configured and built-in model whose file can be read.
-func shapeRows(c *config.Config, streams []shapeStream, allModels bool, maxWaste float64) ([]ShapeRow, []string) {
+func shapeRows(c *config.Config, streams []shapeStream, allModels bool, maxWaste float64) ([]Row, []string) {
 	cache := map[string]*modelInfo{}
 	inspect := func(ref string) *modelInfo {
 		if mi, ok := cache[ref]; ok {
@@ -408,11 +417,11 @@ func shapeRows(c *config.Config, streams []shapeStream, allModels bool, maxWaste
 			extra = append(extra, n)
 		}
 	}
-	var rows []ShapeRow
+	var rows []Row
 	for _, s := range streams {
 		own := inspect(s.model)
 		rows = append(rows, shapeRow(c, s, s.model, own, true, maxWaste))
-		var others []ShapeRow
+		var others []Row
 		for _, n := range extra {
 			if mi := inspect(n); mi.m.File != own.m.File {
 				others = append(others, shapeRow(c, s, n, mi, false, maxWaste))
@@ -425,8 +434,8 @@ func shapeRows(c *config.Config, streams []shapeStream, allModels bool, maxWaste
 	return rows, skipped
 }
 
-func shapeRow(c *config.Config, s shapeStream, ref string, mi *modelInfo, inUse bool, maxWaste float64) ShapeRow {
-	r := ShapeRow{Stream: s.id, SourceWidth: s.w, SourceHeight: s.h, Model: ref, InUse: inUse, Flags: []string{},
+func shapeRow(c *config.Config, s shapeStream, ref string, mi *modelInfo, inUse bool, maxWaste float64) Row {
+	r := Row{Stream: s.id, SourceWidth: s.w, SourceHeight: s.h, Model: ref, InUse: inUse, Flags: []string{},
 		BatchSizes: c.Infer.BatchSizes, Note: s.note}
 	if mi.m.Name != "" {
 		r.Model, r.ModelFile = mi.m.Name, mi.m.File
@@ -466,7 +475,7 @@ func shapeRow(c *config.Config, s shapeStream, ref string, mi *modelInfo, inUse 
 		return r
 	}
 	sw, sh2 := SuggestShape(s.w, s.h, sh.InW, sh.InH)
-	sug := &ShapeSuggestion{Width: sw, Height: sh2, Fit: FitShape(s.w, s.h, sw, sh2)}
+	sug := &Suggestion{Width: sw, Height: sh2, Fit: FitShape(s.w, s.h, sw, sh2)}
 	switch {
 	case sw == sh.InW && sh2 == sh.InH:
 		sug.Note = "no closer shape at multiples of 32: this is the input already"
@@ -499,7 +508,7 @@ func intsString(ns []int) string {
 
 // writeShapes prints the table, then the flags' meaning, suggestions and
 // notes.
-func writeShapes(w io.Writer, r ShapesReport, allModels bool) error {
+func writeShapes(w io.Writer, r Report, allModels bool) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tSOURCE\tMODEL\tINPUT\tBATCH\tSCALE\tCONTENT\tPAD R/B\tWASTE\tFLAG")
 	flagged := false
