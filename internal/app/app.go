@@ -1,11 +1,17 @@
-// Package app wires vigil's packages into the commands of cmd/vigil: the
-// service (Run), one-shot detection (Detect), the downstream client (Tail)
-// and the benchmark (Bench). It holds no state of its own between calls.
+// Package app is the service, `vigil run` (Run): it wires the metrics
+// endpoint, NATS, the stream registry, the REST API and the engines
+// (internal/engines) together, and turns registry changes into running
+// streams (service.go: placement, the alert and degradation loops, events).
+// `vigil detect` (Detect) runs the same engines and pipeline on one source
+// without the service around them. The tools of cmd/vigil have packages of
+// their own: internal/bench, internal/doctor, internal/shapes and
+// internal/client. It holds no state of its own between calls.
 package app
 
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -116,8 +122,12 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if c.Metrics.Listen != "off" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		addr, stop, err := serveHTTP(c.Metrics.Listen, mux, "", "")
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			// A failed write is a client that went away: no one is left
+			// to tell.
+			_, _ = io.WriteString(w, "ok\n")
+		})
+		addr, stop, err := serveHTTP(log.Named("metrics"), c.Metrics.Listen, mux, "", "")
 		if err != nil {
 			return fmt.Errorf("metrics.listen %s: %w", c.Metrics.Listen, err)
 		}
@@ -197,7 +207,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
 			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries}).Handler()
-		addr, stop, err := serveHTTP(c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
+		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
 		}
@@ -329,8 +339,10 @@ func writeProgress(w io.Writer, snaps []pipeline.StreamSnapshot, st sinks.NATSSt
 }
 
 // serveHTTP listens on addr and serves h (over TLS when cert and key are
-// set) until stop is called; it returns the bound address.
-func serveHTTP(addr string, h http.Handler, cert, key string) (string, func(), error) {
+// set) until stop is called; it returns the bound address. A server that
+// stops serving on its own (its listener failed) is logged on log, and so
+// are requests stop had to cut after 2 s.
+func serveHTTP(log *zap.Logger, addr string, h http.Handler, cert, key string) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
@@ -348,12 +360,19 @@ func serveHTTP(addr string, h http.Handler, cert, key string) (string, func(), e
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(ln)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("stopped serving", zap.String("listen", addr), zap.Error(err))
+		}
 	}()
 	return ln.Addr().String(), func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("requests still running after 2 s were cut", zap.Error(err))
+			// Close's error is from closing the listener again: Shutdown
+			// closed it already.
+			_ = srv.Close()
+		}
 		<-done
 	}, nil
 }

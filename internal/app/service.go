@@ -77,7 +77,9 @@ func (s *service) reconcile(ch registry.Change) {
 	s.known[sp.ID] = registry.Entry{Spec: sp, Revision: ch.Revision}
 	s.priorities[sp.ID] = sp.Priority
 	s.mu.Unlock()
-	version, _ := json.Marshal(sp) // changes exactly when the spec does
+	// The version changes exactly when the spec does. A Spec decoded from
+	// the bucket's JSON always encodes again (it holds no NaN or Inf).
+	version, _ := json.Marshal(sp)
 	if !sp.IsEnabled() {
 		if s.sup.Apply(sp.ID, string(version), nil) {
 			s.stats.Remove(sp.ID)
@@ -148,7 +150,7 @@ func (s *service) restartMoved(moves []pipeline.Move, what string, fields func(p
 			continue
 		}
 		s.log.Info("stream moved to rebalance "+what, append([]zap.Field{zap.String("stream", m.Stream)}, fields(m)...)...)
-		version, _ := json.Marshal(sp)
+		version, _ := json.Marshal(sp) // as in reconcile: it cannot fail
 		s.start(sp, string(version))
 	}
 }
@@ -275,8 +277,11 @@ func (s *service) alertLoop(ctx context.Context) {
 			}
 			known = current
 			for _, al := range a.Due(now) {
-				b, _ := json.Marshal(al)
-				if err := s.sink.PublishStream(al.StreamID, sinks.KindAlerts, b); err != nil {
+				b, err := json.Marshal(al)
+				if err == nil {
+					err = s.sink.PublishStream(al.StreamID, sinks.KindAlerts, b)
+				}
+				if err != nil {
 					s.log.Warn("publishing alert", zap.Error(err))
 				}
 				fields := []zap.Field{zap.String("stream", al.StreamID), zap.String("type", al.Type), zap.Int("count", al.Count)}
