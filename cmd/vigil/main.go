@@ -12,13 +12,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,7 +23,6 @@ import (
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/assets"
-	"github.com/vigil-video/vigil/internal/bench"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/config"
@@ -297,162 +291,6 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()
 	return client.Tail(ctx, o, stdout)
-}
-
-func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
-	o := bench.EngineOptions{}
-	fs.StringVar(&o.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
-	fs.StringVar(&o.Model, "model", "blazeface", "model name or .onnx path")
-	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "length of each throughput phase")
-	cfgPath := fs.String("config", "", "optional config file for models and infer settings")
-	sweep := fs.Bool("sweep", false, "load sweep instead: N looped real-time streams, N rising, with and without vigil's policy")
-	maxStreams := fs.Int("max-streams", 24, "sweep, streams: the largest N (sweep: 256 at most; streams: 1024)")
-	step := fs.Int("step", 4, "sweep, streams: N grows by this")
-	each := fs.Duration("each", 6*time.Second, "sweep, streams: measuring time per point (at least 100ms)")
-	warmup := fs.Duration("warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (they start spread over min(warmup/2, 2s), like cameras not in step; decoders that start late catch up in bursts)")
-	budgetMS := fs.Int("budget-ms", 200, "sweep, streams: the policy's latency budget")
-	plotPath := fs.String("plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
-	streams := fs.Bool("streams", false, "streams per machine instead: decode-only ceilings with the ffmpeg CLI (NVDEC ×7 and ×14, software one decode per core, then NVDEC and software at once; --ceiling each), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms or processed falls under 95 % of offered; one GPU (infer.device) or, with infer.devices in --config, those GPUs (NVDEC ceilings then ×7 and ×14 per GPU); each point counts the streams decoding on NVDEC (a stream NVDEC cannot open decodes on the CPU, and the point says so); uses --start, --step, --max-streams, --each, --warmup, --budget-ms, --ffmpeg, --ceiling")
-	start := fs.Int("start", 8, "streams: the first N")
-	ceiling := fs.Duration("ceiling", 10*time.Second, "streams: how long each decode-only ceiling runs, more than 3s (the first 2s are start-up, not counted); 0 skips the ceilings")
-	ffmpegPath := fs.String("ffmpeg", "ffmpeg", "streams: the ffmpeg CLI for the decode-only ceilings (bin/ffmpeg-static on GPU machines)")
-	gpuMode := fs.Bool("gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
-	models := fs.String("models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
-	batches := fs.String("batches", "1,8,32", "gpu: comma-separated batch sizes (batch N uses <model>.b<N>.onnx)")
-	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return &cli.BadInputError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
-	}
-	streamsMode := *streams
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, name := range []string{"start", "ffmpeg", "ceiling"} {
-		if set[name] && !streamsMode {
-			return &cli.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
-		}
-	}
-	if set["warmup"] && !streamsMode && !*sweep {
-		return &cli.BadInputError{Err: errors.New("--warmup applies to --sweep and --streams only")}
-	}
-	if *ceiling < 0 || (*ceiling > 0 && *ceiling <= 3*time.Second) {
-		return &cli.BadInputError{Err: fmt.Errorf("--ceiling %s: want 0 (skip) or more than 3s (each decode is counted after 2s of start-up)", *ceiling)}
-	}
-	if *warmup <= 0 {
-		return &cli.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", *warmup)}
-	}
-	if streamsMode && (*gpuMode || *sweep) {
-		return &cli.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
-	}
-	if *cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*cpuProfile, stderr)
-		if err != nil {
-			return err
-		}
-		defer stopProfile()
-	}
-	if streamsMode {
-		c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		_, err = bench.Streams(ctx, c, bench.StreamsOptions{Source: o.Source, Model: o.Model, FFmpeg: *ffmpegPath,
-			Start: *start, Step: *step, Max: *maxStreams, Each: *each, Warmup: *warmup, Budget: time.Duration(*budgetMS) * time.Millisecond,
-			CeilingFor: *ceiling, NoCeilings: *ceiling == 0}, log, stdout)
-		return err
-	}
-	if *gpuMode && *sweep {
-		return &cli.BadInputError{Err: errors.New("--gpu and --sweep are separate benchmarks; give one (the sweep uses the GPU engine when infer.provider allows it)")}
-	}
-	if *gpuMode {
-		g := bench.GPUOptions{Source: o.Source, Duration: o.Duration}
-		g.Models = []string{o.Model}
-		if *models != "" {
-			g.Models = strings.Split(*models, ",")
-		}
-		for _, b := range strings.Split(*batches, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(b))
-			if err != nil || n < 1 || n > 64 || slices.Contains(g.Batches, n) {
-				return &cli.BadInputError{Err: fmt.Errorf("--batches %q: want distinct sizes 1 to 64, comma-separated", *batches)}
-			}
-			g.Batches = append(g.Batches, n)
-		}
-		if o.Duration <= 0 {
-			return &cli.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
-		}
-		c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		_, err = bench.GPU(ctx, c, g, stdout)
-		return cli.Interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
-	}
-	if *sweep {
-		if *maxStreams < 1 || *maxStreams > 256 || *step < 1 || *each < 100*time.Millisecond || *budgetMS <= 0 {
-			return &cli.BadInputError{Err: errors.New("--max-streams 1..256, --step >= 1, --each >= 100ms and --budget-ms > 0 are needed")}
-		}
-		if *plotPath != "" {
-			if !strings.HasSuffix(strings.ToLower(*plotPath), ".png") {
-				return &cli.BadInputError{Err: fmt.Errorf("--plot %q: want a .png file", *plotPath)}
-			}
-			if st, err := os.Stat(filepath.Dir(*plotPath)); err != nil || !st.IsDir() {
-				return &cli.BadInputError{Err: fmt.Errorf("--plot %q: its directory does not exist", *plotPath)}
-			}
-		}
-		c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		ns := []int{1}
-		for n := *step; n <= *maxStreams; n += *step {
-			if n > 1 {
-				ns = append(ns, n)
-			}
-		}
-		if ns[len(ns)-1] != *maxStreams {
-			ns = append(ns, *maxStreams) // always measure the largest load asked for
-		}
-		_, _, err = bench.Sweep(ctx, c, bench.SweepOptions{Source: o.Source, Model: o.Model, Streams: ns, Each: *each, Warmup: *warmup,
-			Budget: time.Duration(*budgetMS) * time.Millisecond, Plot: *plotPath}, log, stdout)
-		return cli.Interrupted(ctx, err, "before the sweep finished; the rows above are complete measurements")
-	}
-	if o.Duration <= 0 {
-		return &cli.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", o.Duration)}
-	}
-	c, log, ctx, stop, err := toolSetup(*cfgPath, stderr)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	_, err = bench.Engine(ctx, c, o, log, stdout)
-	return cli.Interrupted(ctx, err, "before the bench finished; its figures are incomplete")
-}
-
-// startCPUProfile writes a Go CPU profile to path until the returned stop
-// is called (which reports a failure to finish the file on stderr).
-// Errors: the file cannot be created (bad input), profiling is already on.
-func startCPUProfile(path string, stderr io.Writer) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, &cli.BadInputError{Err: fmt.Errorf("--cpuprofile: %w", err)}
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			fmt.Fprintf(stderr, "vigil bench: --cpuprofile %s: %v\n", path, err)
-		}
-	}, nil
 }
 
 func cmdDoctor(args []string, stdout, stderr io.Writer) error {
