@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,32 +19,16 @@ import (
 	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/internal/vigiltest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runLogged loads the config file at path as `vigil run --config` does and
 // runs it in-process with a JSON logger, until stop or the test's end.
-func runLogged(t *testing.T, path string) (app.Endpoints, func(), *syncBuffer) {
+func runLogged(t *testing.T, path string) (app.Endpoints, func(), *vigiltest.LockedWriter) {
 	t.Helper()
 	c, err := config.Load(path)
 	require.NoError(t, err)
-	logs := &syncBuffer{}
+	logs := vigiltest.NewLockedWriter()
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zap.InfoLevel))
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan app.Endpoints, 1)
