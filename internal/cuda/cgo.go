@@ -1,6 +1,7 @@
 package cuda
 
-// This is the package's only cgo file. Nothing here includes a CUDA header
+// This file and nvdec.go are the package's cgo files (nvdec.c holds the
+// C side of NVDEC, see nvdec.h). Nothing here includes a CUDA header
 // (CI and developer machines have none): the few driver API and NVRTC types
 // and prototypes used are declared by hand below, with the values and
 // signatures of NVIDIA's cuda.h and nvrtc.h, and every function is reached
@@ -39,6 +40,25 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 
+// CUDA_MEMCPY2D (cuda.h; CUmemorytype is a C enum).
+typedef struct {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	CUdeviceptr srcDevice;
+	void *srcArray;
+	size_t srcPitch;
+	size_t dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	CUdeviceptr dstDevice;
+	void *dstArray;
+	size_t dstPitch;
+	size_t WidthInBytes, Height;
+} vigil_memcpy2d;
+_Static_assert(sizeof(vigil_memcpy2d) == 128, "CUDA_MEMCPY2D");
+#define VIGIL_MEMORYTYPE_DEVICE 2 // CU_MEMORYTYPE_DEVICE
+
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 
@@ -68,6 +88,7 @@ typedef struct {
 	CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t n, CUstream s);
 	CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 	CUresult (*MemsetD8Async)(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s);
+	CUresult (*Memcpy2DAsync)(const vigil_memcpy2d *p, CUstream s);
 	CUresult (*StreamCreate)(CUstream *ps, unsigned int flags);
 	CUresult (*StreamDestroy)(CUstream s);
 	CUresult (*StreamSynchronize)(CUstream s);
@@ -135,6 +156,7 @@ static int vigil_cu_open(const char *lib, char *err, size_t errlen) {
 	VIGIL_SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
 	VIGIL_SYM(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
 	VIGIL_SYM(MemsetD8Async, "cuMemsetD8Async")
+	VIGIL_SYM(Memcpy2DAsync, "cuMemcpy2DAsync_v2")
 	VIGIL_SYM(StreamCreate, "cuStreamCreate")
 	VIGIL_SYM(StreamDestroy, "cuStreamDestroy_v2")
 	VIGIL_SYM(StreamSynchronize, "cuStreamSynchronize")
@@ -254,6 +276,25 @@ static int vigil_cuMemsetD8Async(uintptr_t ctx, CUdeviceptr dst, unsigned char v
 	VIGIL_CTX(ctx);
 	return vcu.MemsetD8Async(dst, v, n, (CUstream)s);
 }
+
+// For nvdec.c, the package's other C file, hence not static. The caller
+// makes the context current before each call.
+int vigil_cu_set_current(uintptr_t ctx) { return vcu.CtxSetCurrent((CUcontext)ctx); }
+int vigil_cu_copy2d(uintptr_t stream, unsigned long long src, size_t src_pitch, unsigned long long dst,
+		size_t dst_pitch, size_t row_bytes, size_t rows) {
+	vigil_memcpy2d c;
+	memset(&c, 0, sizeof c);
+	c.srcMemoryType = VIGIL_MEMORYTYPE_DEVICE;
+	c.srcDevice = src;
+	c.srcPitch = src_pitch;
+	c.dstMemoryType = VIGIL_MEMORYTYPE_DEVICE;
+	c.dstDevice = dst;
+	c.dstPitch = dst_pitch;
+	c.WidthInBytes = row_bytes;
+	c.Height = rows;
+	return vcu.Memcpy2DAsync(&c, (CUstream)stream);
+}
+int vigil_cu_stream_sync(uintptr_t stream) { return vcu.StreamSynchronize((CUstream)stream); }
 
 static int vigil_cuStreamCreate(uintptr_t ctx, unsigned int flags, uintptr_t *s) {
 	VIGIL_CTX(ctx);

@@ -12,8 +12,11 @@
 // What it wraps: streams and events (Stream, Event, Elapsed), device and
 // pinned host memory and copies between them (DeviceBuffer, HostBuffer,
 // Context.Copy*), kernels compiled from source at run time (CompileModule,
-// Function.Launch) and CUDA graphs captured from a stream (Stream.Capture,
-// GraphExec.Launch). Sizes are in bytes.
+// Function.Launch), CUDA graphs captured from a stream (Stream.Capture,
+// GraphExec.Launch) and NVDEC, NVIDIA's video decoder, driven directly
+// through libnvcuvid.so.1, loaded with dlopen too (VideoDecoder: the cuvid
+// parser and a decoder per stream, in the primary context, with one
+// cuvidCtxLock per context; LoadNVDEC, ErrNoNVDEC). Sizes are in bytes.
 //
 // Errors: a failed driver call is an *Error (CUresult, with the driver's
 // name and description for it), a failed NVRTC call an *NVRTCError (with

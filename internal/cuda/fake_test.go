@@ -17,7 +17,8 @@ import (
 // driver is loaded once per process, and a process of the gpu-tagged tests
 // must keep the real one. It exercises every C wrapper, kernel argument
 // passing, the per-thread current context and the thread rule of stream
-// capture on machines without a GPU.
+// capture on machines without a GPU, and, with testdata's fake
+// libnvcuvid.so.1, the NVDEC session (nvdec.go).
 func TestFakeDriver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds C libraries")
@@ -39,6 +40,7 @@ func TestFakeDriver(t *testing.T) {
 	// NVRTC's directory for the fake NVRTC's dlopen by name to succeed.
 	nvrtc := build("libnvrtc.so.13", "testdata/fakenvrtc.c")
 	build("libnvrtc-builtins.so.13.0", "testdata/fakebuiltins.c", "-Wl,-soname,libnvrtc-builtins.so.13.0")
+	nvcuvid := build("libnvcuvid.so.1", "testdata/fakenvcuvid.c")
 
 	for _, c := range []struct {
 		mode, lib string
@@ -48,6 +50,8 @@ func TestFakeDriver(t *testing.T) {
 		{"nodevice", cuda, []string{"FAKE_CUDA_INIT_RESULT=100"}},
 		{"initfails", cuda, []string{"FAKE_CUDA_INIT_RESULT=201"}},
 		{"tooold", oldCUDA, nil},
+		{"nvdec", cuda, []string{"VIGIL_CUDA_FAKE_NVDEC=" + nvcuvid}},
+		{"nonvdec", cuda, []string{"VIGIL_CUDA_FAKE_NVDEC=" + filepath.Join(dir, "libnvcuvid-missing.so.1")}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeDriverChild$", "-test.v", "-test.count=1")
@@ -90,6 +94,9 @@ func TestFakeDriverChild(t *testing.T) {
 		t.Skip("run by TestFakeDriver")
 	}
 	driverLibrary = lib
+	if nv := os.Getenv("VIGIL_CUDA_FAKE_NVDEC"); nv != "" {
+		nvdecLibrary = nv
+	}
 	switch mode := os.Getenv("VIGIL_CUDA_FAKE_MODE"); mode {
 	case "api":
 		for _, c := range deviceTests {
@@ -98,6 +105,10 @@ func TestFakeDriverChild(t *testing.T) {
 		t.Run("PTXFallback", testFakePTXFallback)
 		t.Run("UserArch", testFakeUserArch)
 		t.Run("EventDone", testFakeEventDone)
+	case "nvdec":
+		testFakeNVDEC(t)
+	case "nonvdec":
+		testFakeNoNVDEC(t)
 	case "nodevice":
 		err := Init()
 		var e *Error

@@ -11,6 +11,8 @@
 //   - kernel parameters are read through the void* array, each with the size
 //     of the kernel's parameter (4 or 8 bytes).
 // It exports cuEventElapsedTime without _v2, as drivers before CUDA 12.8 do.
+// Device-to-device cuMemcpy2DAsync_v2 is there for the fake NVDEC
+// (fakenvcuvid.c), whose mapped pictures are host memory too.
 // Built with -DFAKE_OMIT_LAUNCH it lacks cuLaunchKernel (a too-old driver).
 // FAKE_CUDA_INIT_RESULT=<code> makes cuInit fail with that code.
 // FAKE_CUDA_REQUIRE=CUBIN or PTX makes cuModuleLoadData refuse the other.
@@ -469,5 +471,34 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void *s) {
 	NEED_CTX();
 	(void)s;
 	memset((void *)(uintptr_t)dst, v, n);
+	return 0;
+}
+
+// CUDA_MEMCPY2D, as cgo.go declares it; device to device only (NVDEC's
+// copy-out is the only user).
+typedef struct {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	CUdeviceptr srcDevice;
+	void *srcArray;
+	size_t srcPitch;
+	size_t dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	CUdeviceptr dstDevice;
+	void *dstArray;
+	size_t dstPitch;
+	size_t WidthInBytes, Height;
+} memcpy2d;
+
+CUresult cuMemcpy2DAsync_v2(const memcpy2d *c, void *s) {
+	NEED_CTX();
+	(void)s;
+	if (c->srcMemoryType != 2 || c->dstMemoryType != 2 || c->WidthInBytes > c->srcPitch || c->WidthInBytes > c->dstPitch)
+		return 1;
+	for (size_t y = 0; y < c->Height; y++)
+		memmove((char *)(uintptr_t)c->dstDevice + y * c->dstPitch, (const char *)(uintptr_t)c->srcDevice + y * c->srcPitch,
+			c->WidthInBytes);
 	return 0;
 }
