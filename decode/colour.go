@@ -181,6 +181,9 @@ func colourOf(f *astiav.Frame, cs astiav.ColorSpace) Colour {
 // Colour returns how the picture's samples become RGB (see Colour); the
 // zero Colour for a released picture.
 func (p *Picture) Colour() Colour {
+	if p.nv != nil {
+		return p.nv.col
+	}
 	if p.f == nil {
 		return Colour{}
 	}

@@ -254,12 +254,21 @@ type CUDAFrame struct {
 	Width, Height     int
 	FullRange         bool
 	Matrix            Matrix
+	// Deep: the samples are 16 bits wide, little-endian, the value in the
+	// high bits (P016; 10-bit pictures decoded by NVDECDirect), instead of
+	// 8 (NV12).
+	Deep bool
 }
 
 // CUDA returns the picture's device planes when it was decoded by NVDEC
-// into 8-bit NV12 surfaces, and false otherwise (software frames, or
-// 10-bit P010 surfaces, which the GPU engine does not read yet).
+// into NV12 (8-bit) or, with NVDECDirect, P016 (deeper) surfaces, and
+// false otherwise (software frames, and FFmpeg's 10-bit P010 surfaces).
 func (p *Picture) CUDA() (CUDAFrame, bool) {
+	if f := p.nv; f != nil {
+		y := uintptr(f.buf.Ptr())
+		return CUDAFrame{Y: y, UV: y + uintptr(f.pitch*f.h), YStride: f.pitch, UVStride: f.pitch, Width: f.w, Height: f.h,
+			FullRange: f.col.FullRange, Matrix: f.col.Matrix, Deep: f.bps == 2}, true
+	}
 	if p.f == nil || p.f.PixelFormat() != astiav.PixelFormatCuda {
 		return CUDAFrame{}, false
 	}
@@ -276,4 +285,6 @@ func (p *Picture) CUDA() (CUDAFrame, bool) {
 }
 
 // OnGPU reports whether the picture's pixels are in GPU memory (NVDEC).
-func (p *Picture) OnGPU() bool { return p.f != nil && p.f.PixelFormat() == astiav.PixelFormatCuda }
+func (p *Picture) OnGPU() bool {
+	return p.nv != nil || p.f != nil && p.f.PixelFormat() == astiav.PixelFormatCuda
+}

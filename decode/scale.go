@@ -76,7 +76,18 @@ func (s *Scaler) Resize(img pipeline.Image, w, h int, order pipeline.PixelOrder,
 		df = astiav.PixelFormatBgr24
 	}
 	src := p.f
-	if src.PixelFormat() == astiav.PixelFormatCuda {
+	if p.nv != nil {
+		// A direct NVDEC frame: download it first, into the buffers of the
+		// last download when the size and format are the same.
+		if s.sw == nil {
+			s.sw = astiav.AllocFrame()
+		}
+		if err := p.nv.download(s.sw); err != nil {
+			s.sw.Unref()
+			return fmt.Errorf("decode: downloading an NVDEC frame: %w", err)
+		}
+		src = s.sw
+	} else if src.PixelFormat() == astiav.PixelFormatCuda {
 		// An NVDEC surface: download it first (av_hwframe_transfer_data).
 		// Into the buffers of the last download when the size is the
 		// same: with none, FFmpeg allocates a frame per download (3.1 MB

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -74,13 +75,18 @@ type Options struct {
 	Threads int
 	// HWAccel: NVDEC decoding (see HWAccel); "" is HWNone.
 	HWAccel HWAccel
+	// NVDEC is how NVDEC decodes H.264 and HEVC when HWAccel asks for it:
+	// NVDECDirect or NVDECFFmpeg; "" is DefaultNVDEC. Other codecs always
+	// take FFmpeg's hwaccel.
+	NVDEC NVDECMode
 	// HWDevice is the CUDA device ordinal for NVDEC ("" is 0).
 	HWDevice string
 	// HWSurfaces bounds the NVDEC frames of this source held downstream
 	// at once (queued, batched): each decoded surface is copied into a
 	// device frame of a per-source pool and given back to NVDEC, and the
 	// decoder waits while HWSurfaces frames are out. Default 8; 1080p NV12
-	// frames are 3.1 MB each.
+	// frames are 3.1 MB each (3.3 MB in NVDECDirect's pool, whose rows are
+	// aligned to 128 bytes; twice that for 10-bit streams).
 	HWSurfaces int
 	// Logger defaults to a no-op logger. FFmpeg's lines about this input
 	// go to its child "ffmpeg", aggregated (see LogInterval).
@@ -105,6 +111,7 @@ type Options struct {
 type Info struct {
 	Codec         string  // FFmpeg decoder name, e.g. "h264"
 	NVDEC         bool    // frames are decoded by NVDEC into GPU memory
+	Direct        bool    // NVDEC is driven directly (NVDECDirect), not through FFmpeg
 	Width, Height int     // pixels
 	FPS           float64 // average frame rate, 0 when unknown
 }
@@ -122,6 +129,11 @@ type Source struct {
 	opens int      // successful opens, for logging
 	info  atomic.Pointer[Info]
 	hwOff bool // NVDEC failed for this stream under HWAuto: decode on the CPU
+	// nv is the direct NVDEC session, kept across Runs so that a reconnect
+	// reuses its decoder; nil before the first direct open and after Run
+	// returned for good (see Run). A cleanup closes it if the Source is
+	// dropped while it is open (a live stream removed while reconnecting).
+	nv *nvHolder
 
 	logs   *logSink // this input's FFmpeg lines
 	token  uintptr  // tags this input's FFmpeg contexts (logRouter)
@@ -173,7 +185,11 @@ func New(o Options) (*Source, error) {
 	if o.HWAccel, err = ParseHWAccel(string(o.HWAccel)); err != nil {
 		return nil, err
 	}
-	s := &Source{o: o, kind: kind, path: path, token: router.token(), faults: newFaults(o.Metrics, o.StreamID)}
+	if o.NVDEC, err = ParseNVDECMode(string(o.NVDEC)); err != nil {
+		return nil, err
+	}
+	s := &Source{o: o, kind: kind, path: path, token: router.token(), faults: newFaults(o.Metrics, o.StreamID), nv: &nvHolder{}}
+	runtime.AddCleanup(s, func(h *nvHolder) { h.close() }, s.nv)
 	s.logs = newLogSink(o.Logger.Named("ffmpeg"), o.LogInterval, s.onFFmpegLine)
 	router.install()
 	return s, nil
@@ -204,12 +220,26 @@ func (s *Source) Info() *Info { return s.info.Load() }
 // Frame.PTS never goes back across calls: the first frame of a later Run
 // (the caller's reconnect) continues the previous Run's timeline and
 // carries Frame.Discontinuity (see timeline.next).
+//
+// A direct NVDEC session (Options.NVDEC) outlives a Run that fails on a
+// live input, so that the reconnect reuses its decoder; it is closed when
+// Run returns because ctx ended or a file ended.
 func (s *Source) Run(ctx context.Context, emit func(*pipeline.Frame)) error {
 	err := s.run(ctx, emit)
 	if ctx.Err() != nil || s.kind == KindFile {
 		s.logs.flush(true) // the end: log the counts still pending
+		s.nv.close()
 	}
 	return err
+}
+
+// nvHolder holds a Source's direct NVDEC session; the Source's cleanup
+// closes it.
+type nvHolder struct{ s *nvSession }
+
+func (h *nvHolder) close() {
+	h.s.close()
+	h.s = nil
 }
 
 func (s *Source) run(ctx context.Context, emit func(*pipeline.Frame)) error {
@@ -362,9 +392,24 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 	// asked to output them, flagged AV_FRAME_FLAG_CORRUPT. vigil emits them
 	// with Frame.Corrupt set, so that nothing vanishes without a trace.
 	cc.SetFlags(cc.Flags().Add(astiav.CodecContextFlagOutputCorrupt))
-	hw := false
+	hw, direct := false, false
 	var frames *hwFrames
-	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff {
+	var bsf *astiav.BitStreamFilterContext
+	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff && s.o.NVDEC == NVDECDirect {
+		if _, name, ok := nvdecCodec(cp.CodecID()); ok {
+			var err error
+			if bsf, err = s.openDirect(cp, st, name); err != nil {
+				if s.o.HWAccel == HWCUDA {
+					return fmt.Errorf("decode.hwaccel cuda: %w", err)
+				}
+				s.noNVDEC(err)
+			} else {
+				hw, direct = true, true
+				defer bsf.Free()
+			}
+		}
+	}
+	if (s.o.HWAccel == HWAuto || s.o.HWAccel == HWCUDA) && !s.hwOff && !direct {
 		dev, err := setupNVDEC(cc, codec, s.o.HWDevice)
 		if err != nil {
 			if s.o.HWAccel == HWCUDA {
@@ -384,28 +429,41 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 			defer cc.SetPixelFormatCallback(nil)
 		}
 	}
-	if err := cc.Open(codec, nil); err != nil {
-		if hw && s.o.HWAccel == HWAuto {
-			s.noNVDEC(err)
-			return errRetrySoftware
+	// Direct NVDEC decodes without FFmpeg's decoder: cc only carries the
+	// stream's parameters then.
+	if !direct {
+		if err := cc.Open(codec, nil); err != nil {
+			if hw && s.o.HWAccel == HWAuto {
+				s.noNVDEC(err)
+				return errRetrySoftware
+			}
+			return fmt.Errorf("open decoder %s: %w", codec.Name(), err)
 		}
-		return fmt.Errorf("open decoder %s: %w", codec.Name(), err)
 	}
 	fps := st.AvgFrameRate().Float64()
 	if math.IsNaN(fps) || math.IsInf(fps, 0) {
 		fps = 0
 	}
-	s.info.Store(&Info{Codec: codec.Name(), NVDEC: hw, Width: cp.Width(), Height: cp.Height(), FPS: fps})
+	s.info.Store(&Info{Codec: codec.Name(), NVDEC: hw, Direct: direct, Width: cp.Width(), Height: cp.Height(), FPS: fps})
 	logOpen := s.o.Logger.Info
 	if s.opens++; s.opens > 1 && s.kind == KindFile {
 		logOpen = s.o.Logger.Debug // a looping file reopens every pass
 	}
 	logOpen("opened", zap.String("url", RedactURL(s.o.URL)), zap.String("codec", codec.Name()), zap.Bool("nvdec", hw),
-		zap.Int("width", cp.Width()), zap.Int("height", cp.Height()), zap.Float64("fps", fps))
+		zap.Bool("nvdec_direct", direct), zap.Int("width", cp.Width()), zap.Int("height", cp.Height()), zap.Float64("fps", fps))
 
 	d := decoder{
 		s: s, cc: cc, emit: emit, tb: st.TimeBase().Float64(), ctx: ctx, hw: frames,
-		frameDur: 0, pkt: astiav.AllocPacket(), frame: astiav.AllocFrame(),
+		frameDur: 0, pkt: astiav.AllocPacket(), frame: astiav.AllocFrame(), cs: cp.ColorSpace(),
+	}
+	if direct {
+		d.nv, d.bsf, d.bsfOut = s.nv.s, bsf, astiav.AllocPacket()
+		defer d.bsfOut.Free()
+		d.nv.cur = &d
+		defer func() { d.nv.cur = nil }()
+		if err := d.directHeader(cp); err != nil {
+			return err
+		}
 	}
 	if fps > 0 {
 		d.frameDur = 1 / fps
@@ -417,7 +475,6 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 	defer func() { s.noteRate(d.bytes, d.firstRead, d.lastRead) }()
 
 	var pace pacer
-	var decodeErrs int
 	for {
 		// A looping file never ends, and reads from FFmpeg's buffer do not
 		// always reach the interrupt callback: look at ctx every packet.
@@ -470,6 +527,15 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 				d.pkt.Unref()
 				break
 			}
+			if d.nv != nil {
+				// The bitstream jumps back: tell the parser, with an empty
+				// packet (never with the flag on this packet: see
+				// cuda.VideoDecoder.Discontinuity).
+				if err := d.directErr(d.nv.discontinuity()); err != nil {
+					d.pkt.Unref()
+					return err
+				}
+			}
 		}
 		d.lastCorrupt = d.pkt.Flags().Has(astiav.PacketFlagCorrupt)
 		d.pkts++
@@ -486,17 +552,25 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 		d.noteArrival(arrival)
 		d.noteCorrupt()
 		d.noteBytes(arrival)
+		if d.nv != nil {
+			err = d.sendDirect(arrival)
+			d.pkt.Unref()
+			if err = d.directErr(err); err != nil {
+				return err
+			}
+			continue
+		}
 		err = cc.SendPacket(d.pkt)
 		d.pkt.Unref()
 		if err != nil && !errors.Is(err, astiav.ErrEagain) {
-			if hw && d.frames == 0 && decodeErrs >= 2 && s.o.HWAccel == HWAuto {
+			if hw && d.frames == 0 && d.decodeErrs >= 2 && s.o.HWAccel == HWAuto {
 				s.noNVDEC(fmt.Errorf("NVDEC failed on the first packets: %w", err))
 				return errRetrySoftware
 			}
 			// A corrupt packet: FFmpeg conceals what it can; count and go on.
-			decodeErrs++
+			d.decodeErrs++
 			s.faults.decodeError()
-			if decodeErrs <= 3 {
+			if d.decodeErrs <= 3 {
 				s.o.Logger.Warn("decode error", zap.Error(err))
 			}
 			continue
@@ -505,7 +579,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 			if errors.Is(err, astiav.ErrInvaliddata) && !(hw && d.frames == 0) {
 				// With frame threads the decoder reports a packet it
 				// failed on here, a few packets later: counted, go on.
-				decodeErrs++
+				d.decodeErrs++
 				continue
 			}
 			if hw && d.frames == 0 && s.o.HWAccel == HWAuto {
@@ -516,7 +590,11 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 		}
 	}
 	// Drain the decoder's delayed frames (B-frame reordering, threads).
-	if err := cc.SendPacket(nil); err == nil {
+	if d.nv != nil {
+		if err := d.directErr(d.nv.flush()); err != nil {
+			return err
+		}
+	} else if err := cc.SendPacket(nil); err == nil {
 		for {
 			err := d.receive(time.Now())
 			if err == nil {
@@ -525,7 +603,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 			if !errors.Is(err, astiav.ErrInvaliddata) {
 				return err
 			}
-			decodeErrs++
+			d.decodeErrs++
 		}
 	}
 	if s.kind == KindFile {
@@ -534,7 +612,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 		}
 	}
 	if d.frames == 0 {
-		return fmt.Errorf("no frame could be decoded (%d decode errors)", decodeErrs)
+		return fmt.Errorf("no frame could be decoded (%d decode errors)", d.decodeErrs)
 	}
 	return nil
 }
@@ -558,17 +636,26 @@ func bestVideoStream(fc *astiav.FormatContext) *astiav.Stream {
 
 // decoder holds one open input's per-frame state.
 type decoder struct {
-	s        *Source
-	cc       *astiav.CodecContext
-	ctx      context.Context
-	hw       *hwFrames // NVDEC: the pool decoded surfaces are copied into
-	emit     func(*pipeline.Frame)
-	tb       float64 // stream time base in seconds per tick
-	frameDur float64 // seconds, 0 when unknown
-	pkt      *astiav.Packet
-	frame    *astiav.Frame
-	pkts     int // video packets read
-	frames   int
+	s   *Source
+	cc  *astiav.CodecContext // carries the parameters only when nv is set
+	ctx context.Context
+	hw  *hwFrames // NVDEC: the pool decoded surfaces are copied into
+	// Direct NVDEC (nil otherwise): the session, the bitstream filter that
+	// gives it Annex B, and the filter's output packet.
+	nv     *nvSession
+	bsf    *astiav.BitStreamFilterContext
+	bsfOut *astiav.Packet
+	// cs is the stream's colour space as its codec parameters give it.
+	cs astiav.ColorSpace
+	// decodeErrs counts this open's decode errors.
+	decodeErrs int
+	emit       func(*pipeline.Frame)
+	tb         float64 // stream time base in seconds per tick
+	frameDur   float64 // seconds, 0 when unknown
+	pkt        *astiav.Packet
+	frame      *astiav.Frame
+	pkts       int // video packets read
+	frames     int
 	// clk shifts packet timestamps onto one continuous timeline, across
 	// discontinuities and a looping file's passes.
 	clk clock
@@ -761,7 +848,6 @@ func (d *decoder) receive(arrival time.Time) error {
 		}
 		corrupt := d.corruptFrame(ts)
 		arrival := d.arrivalOf(ts, arrival)
-		pts, disc := d.framePTS(d.ptsFix.bestEffort(d.frame.Pts(), d.frame.PktDts()), d.frame.Pts() != astiav.NoPtsValue, arrival)
 		pic := &Picture{cs: d.cc.ColorSpace()}
 		if d.hw != nil && d.frame.PixelFormat() == astiav.PixelFormatCuda {
 			pic.f, pic.sem, err = d.hw.copy(d.ctx, d.frame)
@@ -769,29 +855,38 @@ func (d *decoder) receive(arrival time.Time) error {
 			pic.f = d.frame.Clone()
 		}
 		key := d.frame.KeyFrame()
+		pts, pktDTS := d.frame.Pts(), d.frame.PktDts()
 		d.frame.Unref() // gives an NVDEC surface back to the decoder
 		if err != nil {
 			return err
 		}
-		f := &pipeline.Frame{
-			StreamID:      d.s.o.StreamID,
-			Seq:           d.s.seq,
-			PTS:           pts,
-			Discontinuity: disc,
-			Keyframe:      key,
-			Corrupt:       corrupt,
-			Arrival:       arrival,
-			Decoded:       time.Now(),
-			Image:         pic,
-		}
-		if corrupt {
-			d.s.faults.corruptFrame()
-		}
-		d.s.tl = timeline{last: pts, arrival: arrival, step: d.clk.interval(), has: true}
-		d.s.seq++
-		d.frames++
-		d.emit(f)
+		d.deliver(pic, pts, pktDTS, key, corrupt, arrival)
 	}
+}
+
+// deliver emits one decoded picture: pts is the frame's own PTS and pktDTS
+// the DTS of the packet whose decoding gave it out (AVFrame.pkt_dts;
+// either may be NoPtsValue), arrival when its own packet was read.
+func (d *decoder) deliver(pic *Picture, pts, pktDTS int64, key, corrupt bool, arrival time.Time) {
+	p, disc := d.framePTS(d.ptsFix.bestEffort(pts, pktDTS), pts != astiav.NoPtsValue, arrival)
+	f := &pipeline.Frame{
+		StreamID:      d.s.o.StreamID,
+		Seq:           d.s.seq,
+		PTS:           p,
+		Discontinuity: disc,
+		Keyframe:      key,
+		Corrupt:       corrupt,
+		Arrival:       arrival,
+		Decoded:       time.Now(),
+		Image:         pic,
+	}
+	if corrupt {
+		d.s.faults.corruptFrame()
+	}
+	d.s.tl = timeline{last: p, arrival: arrival, step: d.clk.interval(), has: true}
+	d.s.seq++
+	d.frames++
+	d.emit(f)
 }
 
 // framePTS returns the published PTS (s) of the frame with timestamp ts
@@ -972,22 +1067,38 @@ func (p *pacer) wait(ctx context.Context, t float64, limit time.Duration) error 
 }
 
 // Picture is a decoded frame owned by a pipeline.Frame; it implements
-// pipeline.Image. It holds a reference to the decoder's buffer (no copy);
-// Release drops it.
+// pipeline.Image. It holds a reference to the decoder's buffer (no copy),
+// or a frame of the stream's NVDEC pool; Release drops it.
 type Picture struct {
 	f   *astiav.Frame
 	cs  astiav.ColorSpace // the decoder's AVCodecContext.colorspace
 	sem chan struct{}     // NVDEC: the pool token this frame holds (hwFrames)
+	nv  *nvFrame          // direct NVDEC: the picture (f is nil then)
 }
 
 // Width in pixels.
-func (p *Picture) Width() int { return p.f.Width() }
+func (p *Picture) Width() int {
+	if p.nv != nil {
+		return p.nv.w
+	}
+	return p.f.Width()
+}
 
 // Height in pixels.
-func (p *Picture) Height() int { return p.f.Height() }
+func (p *Picture) Height() int {
+	if p.nv != nil {
+		return p.nv.h
+	}
+	return p.f.Height()
+}
 
 // Release frees the frame reference. It is idempotent.
 func (p *Picture) Release() {
+	if p.nv != nil {
+		p.nv.release()
+		p.nv = nil
+		return
+	}
 	if p.f != nil {
 		p.f.Free()
 		p.f = nil
