@@ -215,6 +215,12 @@ type Decode struct {
 	// cores, whichever would be less loaded relative to its capacity
 	// (NVDECFPS, CPUFPS).
 	HWAccel string `yaml:"hwaccel"`
+	// NVDECMode is how NVDEC decodes H.264 and HEVC streams, direct or ffmpeg:
+	// direct drives NVIDIA's decoder (libnvcuvid.so.1) itself, with FFmpeg
+	// demuxing; ffmpeg uses FFmpeg's cuda hwaccel, as vigil did before.
+	// Other codecs always take FFmpeg's hwaccel. The default follows the
+	// H200 measurements in docs/performance.md ("Direct NVDEC").
+	NVDECMode string `yaml:"nvdec"`
 	// NVDECFPS is hybrid decoding's capacity of one GPU's NVDEC, in frames
 	// per second of your streams (`vigil bench --streams` with hwaccel cuda
 	// measures it: the processed fps of the best point); 0 takes 2150,
@@ -419,7 +425,7 @@ func Default() Config {
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"}},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
-		Decode: Decode{HWAccel: "none", HWSurfaces: 8},
+		Decode: Decode{HWAccel: "none", NVDECMode: "direct", HWSurfaces: 8},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
@@ -663,6 +669,9 @@ func (c *Config) Validate() error {
 	}
 	if !slices.Contains([]string{"none", "auto", "cuda", "hybrid"}, c.Decode.HWAccel) {
 		p.add("decode.hwaccel", "%q: want auto, cuda, hybrid or none", c.Decode.HWAccel)
+	}
+	if !slices.Contains([]string{"direct", "ffmpeg"}, c.Decode.NVDECMode) {
+		p.add("decode.nvdec", "%q: want direct or ffmpeg", c.Decode.NVDECMode)
 	}
 	if !(c.Decode.NVDECFPS >= 0 && c.Decode.NVDECFPS < 1e7) { // also refuses NaN
 		p.add("decode.nvdec_fps", "%v: want 0 (default) or a positive rate in frames per second", c.Decode.NVDECFPS)

@@ -75,6 +75,7 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 		{"infer: {device: -1}\n", "infer.device: -1"},
 		{"infer: {tensorrt: {int8: true}}\n", "infer.tensorrt.int8_calibration_table: int8 needs a calibration table file"},
 		{"decode: {hwaccel: vaapi}\n", `decode.hwaccel: "vaapi": want auto, cuda, hybrid or none`},
+		{"decode: {nvdec: cuvid}\n", `decode.nvdec: "cuvid": want direct or ffmpeg`},
 		{"decode: {cpu_fps: -5}\n", "decode.cpu_fps: -5: want 0 (default) or a positive rate in frames per second"},
 		{"decode: {hw_surfaces: 0}\n", "decode.hw_surfaces: 0: want 1 to 64"},
 	} {
