@@ -242,8 +242,9 @@ func (s *nvSession) output(p *cuda.DecodedPicture) error {
 	}
 	st, err := p.Status()
 	if err != nil {
-		s.pool.put(buf)
-		return &outputError{err}
+		// Not knowing is no reason to lose the picture.
+		s.note("NVDEC could not say how a picture decoded (published as decoded)", "status_unavailable", err)
+		st = cuda.DecodeUnknown
 	}
 	if st == cuda.DecodeError {
 		s.pool.put(buf)
