@@ -266,10 +266,11 @@ int vigil_nv_status(vigil_nvdec *s, int idx, int *status) {
 // mapped after the call. In the mapped frame the chroma starts
 // src_height rows after the luma (the decoder's target height, rounded up
 // to even). *stage says which step failed: 1 map, 2 copy, 3 synchronise,
-// 4 unmap.
+// 4 unmap. On success *status is the picture's cuvidDecodeStatus, or -1
+// when the driver cannot say.
 int vigil_nv_copy(vigil_nvdec *s, const CUVIDPARSERDISPINFO *d, uintptr_t stream, unsigned int src_height,
 		unsigned long long dst, size_t dst_pitch, size_t row_bytes, unsigned int luma_rows, unsigned int chroma_rows,
-		int *stage) {
+		int *stage, int *status) {
 	CUVIDPROCPARAMS vpp;
 	memset(&vpp, 0, sizeof vpp);
 	vpp.progressive_frame = d->progressive_frame;
@@ -300,6 +301,14 @@ int vigil_nv_copy(vigil_nvdec *s, const CUVIDPARSERDISPINFO *d, uintptr_t stream
 	if (r == 0 && u != 0) {
 		*stage = 4;
 		r = u;
+	}
+	// The decode is over once the picture could be mapped and copied.
+	*status = -1;
+	if (r == 0 && vnd.GetDecodeStatus) {
+		CUVIDGETDECODESTATUS st;
+		memset(&st, 0, sizeof st);
+		if (vigil_nv_current(s->ctx) == 0 && vnd.GetDecodeStatus(s->dec, d->picture_index, &st) == 0)
+			*status = st.decodeStatus;
 	}
 	return r;
 }

@@ -371,17 +371,32 @@ const maxSurfaces = C.VIGIL_MAX_SURFACES
 // Parse hands the parser one access unit (a whole picture, Annex B, as
 // h264_mp4toannexb or hevc_mp4toannexb give it; CUVID_PKT_ENDOFPICTURE)
 // or, with endOfPicture false, any part of a bitstream (codec headers).
-// ts comes back as DecodedPicture.Timestamp of the picture the data
-// carries. Output is called for every picture that becomes ready. Errors:
-// ErrClosed, the first error of Output, a format the GPU cannot decode or
-// a decoder the driver does not make (from the sequence header), or an
-// *Error from cuvidParseVideoData (a bitstream the parser rejects).
+// ts is the access unit's presentation timestamp. The parser does not hand
+// each picture its own packet's ts: it hands out the timestamps it was
+// given in increasing order, one per picture in display order (seen on the
+// H200, driver 580: decode-order serial numbers came back sorted, so that
+// a B-frame got its successor's). With PTS, that is each picture's own
+// PTS, for a stream whose PTS follow display order. Output is called for
+// every picture that becomes ready. Errors: ErrClosed, the first error of
+// Output, a format the GPU cannot decode or a decoder the driver does not
+// make (from the sequence header), or an *Error from cuvidParseVideoData
+// (a bitstream the parser rejects).
 func (d *VideoDecoder) Parse(data []byte, ts int64, endOfPicture bool) error {
+	var p unsafe.Pointer
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0])
+	}
+	return d.ParseC(p, len(data), ts, endOfPicture)
+}
+
+// ParseC is Parse for n bytes at data in C memory (an FFmpeg packet's
+// buffer), which must stay valid during the call: no copy into Go memory.
+func (d *VideoDecoder) ParseC(data unsafe.Pointer, n int, ts int64, endOfPicture bool) error {
 	flags := C.uint(C.VIGIL_PKT_TIMESTAMP)
 	if endOfPicture {
 		flags |= C.VIGIL_PKT_ENDOFPICTURE
 	}
-	return d.parse(data, ts, flags)
+	return d.parse(data, n, ts, flags)
 }
 
 // Discontinuity tells the parser that the bitstream jumps (a file rewound
@@ -391,7 +406,7 @@ func (d *VideoDecoder) Parse(data []byte, ts int64, endOfPicture bool) error {
 // sets it made NVDEC decode every later picture wrongly while reporting
 // success (measured with the probe in ../shared/tools/nvdec-direct).
 func (d *VideoDecoder) Discontinuity() error {
-	return d.parse(nil, 0, C.VIGIL_PKT_DISCONTINUITY)
+	return d.parse(nil, 0, 0, C.VIGIL_PKT_DISCONTINUITY)
 }
 
 // Flush ends the bitstream (CUVID_PKT_ENDOFSTREAM): every picture the
@@ -405,14 +420,14 @@ func (d *VideoDecoder) Flush() error {
 	if d.s.parser == nil {
 		return nil
 	}
-	err := d.parse(nil, 0, C.VIGIL_PKT_ENDOFSTREAM)
+	err := d.parse(nil, 0, 0, C.VIGIL_PKT_ENDOFSTREAM)
 	if r := C.vigil_nv_parser_destroy(d.s); r != 0 && err == nil {
 		err = check("cuvidDestroyVideoParser", r)
 	}
 	return err
 }
 
-func (d *VideoDecoder) parse(data []byte, ts int64, flags C.uint) error {
+func (d *VideoDecoder) parse(data unsafe.Pointer, n int, ts int64, flags C.uint) error {
 	if d.closed {
 		return closedError("video decoder")
 	}
@@ -430,12 +445,8 @@ func (d *VideoDecoder) parse(data []byte, ts int64, flags C.uint) error {
 			return err
 		}
 	}
-	var p *C.uchar
-	if len(data) > 0 {
-		p = (*C.uchar)(unsafe.Pointer(&data[0]))
-	}
 	d.err = nil
-	r := C.vigil_nv_parse(d.s, p, C.size_t(len(data)), C.longlong(ts), flags)
+	r := C.vigil_nv_parse(d.s, (*C.uchar)(data), C.size_t(n), C.longlong(ts), flags)
 	if v := d.panicked; v != nil {
 		d.panicked = nil
 		panic(v)
@@ -559,10 +570,12 @@ func (d *VideoDecoder) checkCaps(f VideoFormat) error {
 // DecodedPicture is a picture ready for display, handed to
 // VideoDecoderConfig.Output; it is valid only during that call.
 type DecodedPicture struct {
-	d    *VideoDecoder
-	info *C.CUVIDPARSERDISPINFO
-	// Timestamp is the ts given to Parse with the data that carried the
-	// picture.
+	d      *VideoDecoder
+	info   *C.CUVIDPARSERDISPINFO
+	copied bool // CopyTo succeeded; status is the decode status it read
+	status DecodeStatus
+	// Timestamp is the next of the timestamps given to Parse, in
+	// increasing order (see Parse): the picture's PTS.
 	Timestamp int64
 	// Format is the format of the sequence the picture belongs to.
 	Format VideoFormat
@@ -570,15 +583,18 @@ type DecodedPicture struct {
 
 // Status returns the picture's decode status (cuvidGetDecodeStatus):
 // DecodeCallFailed when cuvidDecodePicture refused it, DecodeUnknown when
-// the driver cannot say. Ask after CopyTo, which waits for the decode:
-// before it, a picture just decoded may still be DecodeInProgress. It
-// returns an *Error if the query fails.
+// the driver cannot say. Ask after CopyTo, which waits for the decode and
+// reads the status in the same C call: before it, a picture just decoded
+// may still be DecodeInProgress. It returns an *Error if the query fails.
 func (p *DecodedPicture) Status() (DecodeStatus, error) {
 	if p.info == nil {
 		return DecodeUnknown, closedError("decoded picture")
 	}
 	if p.d.failed(int(p.info.picture_index)) {
 		return DecodeCallFailed, nil
+	}
+	if p.copied {
+		return p.status, nil
 	}
 	if C.vigil_nv_has_status() == 0 {
 		return DecodeUnknown, nil
@@ -625,10 +641,18 @@ func (p *DecodedPicture) CopyTo(dst DevicePtr, pitch int) error {
 		return fmt.Errorf("cuda: CopyTo: pitch %d < row of %d bytes", pitch, row)
 	}
 	h := p.Format.Height()
-	var stage C.int
+	var stage, status C.int
 	r := C.vigil_nv_copy(d.s, p.info, C.uintptr_t(st), d.geom.target_height, C.ulonglong(dst), C.size_t(pitch),
-		C.size_t(row), C.uint(h), C.uint((h+1)/2), &stage)
-	return check([...]string{"cuvidMapVideoFrame64", "cuvidMapVideoFrame64", "cuMemcpy2DAsync", "cuStreamSynchronize", "cuvidUnmapVideoFrame64"}[min(int(stage), 4)], r)
+		C.size_t(row), C.uint(h), C.uint((h+1)/2), &stage, &status)
+	if err := check([...]string{"cuvidMapVideoFrame64", "cuvidMapVideoFrame64", "cuMemcpy2DAsync", "cuStreamSynchronize", "cuvidUnmapVideoFrame64"}[min(int(stage), 4)], r); err != nil {
+		return err
+	}
+	p.copied = true
+	p.status = DecodeUnknown
+	if status >= 0 {
+		p.status = DecodeStatus(status)
+	}
+	return nil
 }
 
 // The parser's callbacks (nvdec.c calls them from cuvidParseVideoData).

@@ -281,6 +281,6 @@ int vigil_nv_take_failed(vigil_nvdec *s, int idx);
 int vigil_nv_status(vigil_nvdec *s, int idx, int *status);
 int vigil_nv_copy(vigil_nvdec *s, const CUVIDPARSERDISPINFO *d, uintptr_t stream, unsigned int src_height,
 	unsigned long long dst, size_t dst_pitch, size_t row_bytes, unsigned int luma_rows, unsigned int chroma_rows,
-	int *stage);
+	int *stage, int *status);
 
 #endif

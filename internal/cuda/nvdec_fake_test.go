@@ -165,7 +165,7 @@ func testFakeNVDEC(t *testing.T) {
 	// reuses the decoder for the same format.
 	d2 := newFakeDecoder(t, c, s, 2)
 	for i, cmd := range []string{"SEQ 64 48 8 1 4", "PIC 1", "PIC 2", "PIC 3"} {
-		if err := d2.parse(t, cmd, int64(i)); err != nil {
+		if err := d2.parse(t, cmd, int64(4-i)); err != nil { // timestamps 4, 3, 2, 1
 			t.Fatalf("Parse(%q): %v", cmd, err)
 		}
 	}
@@ -175,9 +175,12 @@ func testFakeNVDEC(t *testing.T) {
 	if err := d2.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	if len(d2.pics) != 3 || d2.pics[2].ts != 3 {
-		t.Fatalf("after Flush: %d pictures (last %+v), want 3", len(d2.pics), d2.pics[len(d2.pics)-1])
+	// Handed out in increasing order, as NVIDIA's parser does.
+	if len(d2.pics) != 3 || d2.pics[0].ts != 1 || d2.pics[1].ts != 2 || d2.pics[2].ts != 3 {
+		t.Fatalf("after Flush: %d pictures (%+v), want timestamps 1, 2, 3", len(d2.pics), d2.pics)
 	}
+	checkPicture(t, d2.pics[0], 1)
+	checkPicture(t, d2.pics[2], 3)
 	for _, cmd := range []string{"SEQ 64 48 8 1 4", "PIC 4"} {
 		if err := d2.parse(t, cmd, 9); err != nil {
 			t.Fatalf("Parse(%q) after Flush: %v", cmd, err)

@@ -11,7 +11,9 @@
 //	                           reject: cuvidDecodePicture fails
 //
 // An empty packet with CUVID_PKT_DISCONTINUITY or CUVID_PKT_ENDOFSTREAM
-// flushes the pictures held for display (ulMaxDisplayDelay). A mapped
+// flushes the pictures held for display (ulMaxDisplayDelay). As NVIDIA's
+// parser does, it hands the packets' timestamps out in increasing order,
+// one per picture displayed, not each picture its own packet's. A mapped
 // picture's luma row r holds (v + r) & 255 in every byte (16-bit samples:
 // ((v + r) & 1023) << 6), its chroma row r holds (v + 100 + r) & 255 (16-bit:
 // ((v + 100 + r) & 1023) << 6), each row `pitch` bytes apart with
@@ -182,6 +184,12 @@ static void display(parser *p, int keep) {
 		memset(&di, 0, sizeof di);
 		di.picture_index = p->qidx[0];
 		di.progressive_frame = 1;
+		int lo = 0; // the smallest timestamp pending, which goes first
+		for (int i = 1; i < p->qn; i++)
+			if (p->qts[i] < p->qts[lo]) lo = i;
+		long long t = p->qts[lo];
+		p->qts[lo] = p->qts[0];
+		p->qts[0] = t;
 		di.timestamp = p->qts[0];
 		p->qn--;
 		memmove(p->qidx, p->qidx + 1, sizeof p->qidx[0] * (size_t)p->qn);
