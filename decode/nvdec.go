@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/asticode/go-astiav"
 	"go.uber.org/zap"
@@ -93,11 +94,13 @@ type nvSession struct {
 	log    *zap.Logger
 
 	cur *decoder // the open feeding the session; its frames are emitted there
-	// Per packet handed to the parser, by the timestamp given with it (a
-	// serial number): the packet's own timestamps and flags, which the
-	// picture it carried gets back in display order.
-	serial int64
+	// Per packet handed to the parser, by the timestamp given with it (its
+	// PTS, else DTS, else one more than the last): the packet's own
+	// timestamps and flags, which the picture of that PTS gets back (the
+	// parser hands out timestamps in increasing order, one per picture in
+	// display order: cuda.VideoDecoder.Parse).
 	meta   map[int64]pktMeta
+	lastTS int64
 	// dts is the DTS of the packet being parsed (NoPtsValue while
 	// flushing): the packet DTS a picture that leaves the parser then
 	// carries, as FFmpeg's AVFrame.pkt_dts does.
@@ -179,19 +182,27 @@ func (s *nvSession) close() {
 	s.ctx = nil
 }
 
-// parse hands one Annex B access unit (key: a keyframe packet) to the
-// parser, remembering the packet's metadata m for the picture it carries.
-func (s *nvSession) parse(data []byte, m pktMeta) error {
-	s.serial++
+// parse hands the parser one Annex B access unit, n bytes at data (an
+// FFmpeg packet's buffer), remembering the packet's metadata m for the
+// picture that gets its timestamp back.
+func (s *nvSession) parse(data unsafe.Pointer, n int, m pktMeta) error {
+	ts := m.pts
+	if ts == astiav.NoPtsValue {
+		ts = m.dts
+	}
+	if ts == astiav.NoPtsValue {
+		ts = s.lastTS + 1
+	}
+	s.lastTS = ts
 	if s.meta == nil || len(s.meta) >= 256 {
 		// Entries leave as their pictures come out; a stream whose packets
 		// never give pictures would otherwise grow the map for ever.
 		s.meta = map[int64]pktMeta{}
 	}
-	s.meta[s.serial] = m
+	s.meta[ts] = m
 	s.dts = m.dts
 	defer func() { s.dts = astiav.NoPtsValue }()
-	return s.dec.Parse(data, s.serial, true)
+	return s.dec.ParseC(data, n, ts, true)
 }
 
 // header hands the parser codec headers outside any picture (an Annex B
@@ -529,9 +540,10 @@ func (d *decoder) sendDirect(arrival time.Time) error {
 		if err != nil {
 			return &bitstreamError{fmt.Errorf("Annex B filter: %w", err)}
 		}
-		data := d.bsfOut.Data()
+		data, n := packetData(d.bsfOut)
+		err = d.nv.parse(data, n, m)
 		d.bsfOut.Unref()
-		if err := d.nv.parse(data, m); err != nil {
+		if err != nil {
 			return err
 		}
 	}

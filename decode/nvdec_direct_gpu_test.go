@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,6 +226,13 @@ func compareFrames(t *testing.T, name string, sw, hw []decoded) {
 // VIGIL_H264 set, the 1080p bench clip too.
 func TestNVDECDirectBitExact(t *testing.T) {
 	clips := []string{"h264.mp4", "hevc.mp4", "hevc10.mp4"}
+	// The bench clip's scene in HEVC Main and Main 10 at 720p, when
+	// carried (made from cam1080.mp4: docs/h200-runs/2026-12-01-nvdec).
+	for _, name := range []string{"cam720-hevc.mp4", "cam720-hevc10.mp4"} {
+		if _, err := os.Stat(filepath.Join(os.Getenv("VIGIL_NVDEC_CLIPS"), name)); err == nil {
+			clips = append(clips, name)
+		}
+	}
 	for _, name := range clips {
 		t.Run(name, func(t *testing.T) { bitExact(t, name, nvdecClip(t, name)) })
 	}
@@ -334,6 +342,24 @@ func TestNVDECDecodeRate(t *testing.T) {
 	}
 }
 
+// profileWindow starts a CPU profile of the measured window into
+// $VIGIL_NVDEC_RATE_PROFILE/<label>.pprof (every run, when set: labelled
+// apart by $VIGIL_NVDEC_RATE_LABEL, since profiling costs a little), and
+// returns its stop.
+func profileWindow(t *testing.T, label string) func() {
+	dir := os.Getenv("VIGIL_NVDEC_RATE_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, label+".pprof"))
+	require.NoError(t, err)
+	require.NoError(t, pprof.StartCPUProfile(f))
+	return func() {
+		pprof.StopCPUProfile()
+		require.NoError(t, f.Close())
+	}
+}
+
 // nvmlDevice returns GPU 0's NVML handle, or nil when NVML is not there
 // (the figures are then -1).
 func nvmlDevice(t *testing.T) nvml.Device {
@@ -380,7 +406,7 @@ func procStat() (total, idle uint64) {
 }
 
 func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64, dev nvml.Device) {
-	label := fmt.Sprintf("vigil-%s-n%d", mode, n)
+	label := fmt.Sprintf("vigil-%s-n%d%s", mode, n, os.Getenv("VIGIL_NVDEC_RATE_LABEL"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	counts := make([]atomic.Int64, n)
@@ -426,6 +452,7 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 		}
 		return c
 	}
+	stopProfile := profileWindow(t, label)
 	c1, cpu1, t1 := snap(), cpuSeconds(), time.Now()
 	tot1, idle1 := procStat()
 	var util, clk []float64
@@ -455,6 +482,7 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	time.Sleep(time.Duration((secs - 1) * float64(time.Second)))
 	c2, cpu2, t2 := snap(), cpuSeconds(), time.Now()
 	tot2, idle2 := procStat()
+	stopProfile()
 	close(stop)
 	<-sampled
 	cancel()

@@ -493,7 +493,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 			if c, ok := p.CUDA(); ok {
 				// NVDEC surface: the kernel reads it where it is.
 				st[i].yuv, st[i].device = true, true
-				st[i].planes = Planes{Y: cuda.DevicePtr(c.Y), U: cuda.DevicePtr(c.UV), NV12: true, YStride: c.YStride,
+				st[i].planes = Planes{Y: cuda.DevicePtr(c.Y), U: cuda.DevicePtr(c.UV), NV12: true, Deep: c.Deep, YStride: c.YStride,
 					UVStride: c.UVStride, Width: c.Width, Height: c.Height, FullRange: c.FullRange, Matrix: c.Matrix}
 				continue
 			}

@@ -8,6 +8,7 @@ package gpu_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -292,8 +293,95 @@ func TestKernelHalfOutput(t *testing.T) {
 	require.Equal(t, float32(114), pad)
 }
 
-// Detections from NVDEC frames (read by the kernel in GPU memory, NV12)
-// equal those from software-decoded frames of the same H.264 clip.
+// TestKernelDeepMatchesNV12: a P016 picture (16-bit samples, the value in
+// the high bits, as NVDEC gives 10-bit streams) whose samples are an NV12
+// picture's shifted up by 8 bits letterboxes to exactly the NV12 picture's
+// input, at 1:1 and downscaled, NCHW and NHWC; and the low bits a 10-bit
+// sample adds (+64 per level of 10 bits) move the output by a quarter
+// level of 8 bits.
+func TestKernelDeepMatchesNV12(t *testing.T) {
+	require.NoError(t, cuda.Init())
+	ctx, err := cuda.Primary(0)
+	require.NoError(t, err)
+	defer ctx.Release()
+	pre, err := gpu.NewPreprocessor(ctx)
+	require.NoError(t, err)
+	defer pre.Close()
+	s, err := ctx.NewStream()
+	require.NoError(t, err)
+	defer s.Destroy()
+	const w, h = 96, 54
+	pitch8, pitch16 := 128, 256 // bytes per row, as the NVDEC pool aligns them
+	nv12 := make([]byte, pitch8*(h+h/2))
+	p016 := make([]byte, pitch16*(h+h/2))
+	deep := make([]byte, pitch16*(h+h/2)) // p016 plus one 10-bit level
+	for r := range h + h/2 {
+		for x := range w {
+			v := byte(16 + (r*37+x*11)%220)
+			nv12[r*pitch8+x] = v
+			binary.LittleEndian.PutUint16(p016[r*pitch16+2*x:], uint16(v)<<8)
+			binary.LittleEndian.PutUint16(deep[r*pitch16+2*x:], uint16(v)<<8+64)
+		}
+	}
+	up := func(b []byte) cuda.DevicePtr {
+		d, err := ctx.Alloc(len(b))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Free() })
+		require.NoError(t, ctx.CopyHtoD(d.Ptr(), b))
+		return d.Ptr()
+	}
+	d8, d16, dd := up(nv12), up(p016), up(deep)
+	planes := func(base cuda.DevicePtr, pitch int, isDeep bool) gpu.Planes {
+		return gpu.Planes{Y: base, U: base + cuda.DevicePtr(pitch*h), NV12: true, Deep: isDeep, YStride: pitch, UVStride: pitch,
+			Width: w, Height: h, Matrix: decode.BT709}
+	}
+	for _, c := range []struct {
+		in   int
+		nchw bool
+	}{{96, true}, {96, false}, {40, true}} {
+		lb := infer.NewLetterbox(w, h, c.in, c.in)
+		f := infer.TensorFormat{NCHW: c.nchw, Order: pipeline.RGB, Scale: 1, Pad: 114}
+		n := c.in * c.in * 3
+		run := func(p gpu.Planes) []float32 {
+			dst, err := ctx.Alloc(4 * n)
+			require.NoError(t, err)
+			defer dst.Free()
+			require.NoError(t, pre.YUV420(s, p, lb, gpu.Target{Dst: dst.Ptr(), W: c.in, H: c.in, Format: f}))
+			require.NoError(t, s.Synchronize())
+			b := make([]byte, 4*n)
+			require.NoError(t, ctx.CopyDtoH(b, dst.Ptr()))
+			out := make([]float32, n)
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+			return out
+		}
+		a, b, more := run(planes(d8, pitch8, false)), run(planes(d16, pitch16, true)), run(planes(dd, pitch16, true))
+		require.Equal(t, a, b, "input %d, NCHW %t: P016 of the same samples", c.in, c.nchw)
+		moved := 0
+		for i := range more {
+			// RGB is rounded to whole levels: a quarter level changes some.
+			require.InDelta(t, a[i], more[i], 1, "input %d element %d", c.in, i)
+			if more[i] != a[i] {
+				moved++
+			}
+		}
+		require.Positive(t, moved, "input %d: the low bits of 10-bit samples are read", c.in)
+	}
+}
+
+// TestNVDECFramesMatchSoftware: YOLOX-Nano finds the same detections
+// (same count, IoU >= 0.9, score within 0.02: infer.Compare) in every 10th
+// frame whether NVDEC or FFmpeg's software decoder decoded it: on
+// VIGIL_H264 with NVDEC driven directly and through FFmpeg's hwaccel, and
+// with direct NVDEC on VIGIL_HEVC and VIGIL_HEVC10 (HEVC Main and Main 10
+// copies of the same scene) when set. 8-bit NVDEC frames are the software
+// frames bit for bit, and both go through the preprocessing kernel, so
+// they must agree exactly. A 10-bit software frame goes through swscale
+// on the CPU (the kernel reads 8-bit planes only) while NVDEC's P016 frame
+// goes through the kernel: the two preprocessings agreed on 95.1 % of HD
+// detections in TestGPUAgreesWithCPUOnHDAndSD, so 10-bit is held to 90 %,
+// a regression guard.
 func TestNVDECFramesMatchSoftware(t *testing.T) {
 	initORT(t)
 	clip := os.Getenv("VIGIL_H264")
@@ -302,8 +390,8 @@ func TestNVDECFramesMatchSoftware(t *testing.T) {
 		t.Skip("set VIGIL_H264 (an H.264 clip with people) and VIGIL_YOLOX")
 	}
 	g := openGPU(t, model, true)
-	run := func(hw decode.HWAccel) [][]pipeline.Detection {
-		src, err := decode.New(decode.Options{URL: clip, HWAccel: hw})
+	run := func(clip string, hw decode.HWAccel, mode decode.NVDECMode) [][]pipeline.Detection {
+		src, err := decode.New(decode.Options{URL: clip, HWAccel: hw, NVDEC: mode})
 		require.NoError(t, err)
 		var out [][]pipeline.Detection
 		err = src.Run(context.Background(), func(f *pipeline.Frame) {
@@ -311,21 +399,50 @@ func TestNVDECFramesMatchSoftware(t *testing.T) {
 			if f.Seq%10 != 0 {
 				return
 			}
+			p := f.Image.(*decode.Picture)
+			require.Equal(t, hw != decode.HWNone, p.OnGPU())
 			var st pipeline.StageTimes
 			d, err := g.Detect(f.Image, &st, nil)
 			require.NoError(t, err)
 			out = append(out, d)
 		})
 		require.ErrorIs(t, err, io.EOF)
+		if hw != decode.HWNone {
+			require.Equal(t, mode == decode.NVDECDirect, src.Info().Direct)
+		}
 		return out
 	}
-	sw, hw := run(decode.HWNone), run(decode.HWCUDA)
-	require.Equal(t, len(sw), len(hw))
-	var c infer.Comparison
-	for i := range sw {
-		c.Add(infer.Compare(sw[i], hw[i]))
+	cases := []struct {
+		name, clip string
+		mode       decode.NVDECMode
+		least      float64 // the share of detections that must match
+	}{
+		{"h264 direct", clip, decode.NVDECDirect, 1},
+		{"h264 ffmpeg", clip, decode.NVDECFFmpeg, 1},
+		{"hevc direct", os.Getenv("VIGIL_HEVC"), decode.NVDECDirect, 1},
+		{"hevc10 direct", os.Getenv("VIGIL_HEVC10"), decode.NVDECDirect, 0.9},
 	}
-	t.Logf("NVDEC vs software frames: %d of %d detections match (worst IoU %.3f)", c.Matched(), c.Total, c.WorstIoU)
-	require.Positive(t, c.Total)
-	require.Empty(t, c.Bad)
+	sw := map[string][][]pipeline.Detection{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.clip == "" {
+				t.Skip("clip not set")
+			}
+			if sw[c.clip] == nil {
+				sw[c.clip] = run(c.clip, decode.HWNone, "")
+			}
+			ref, hw := sw[c.clip], run(c.clip, decode.HWCUDA, c.mode)
+			require.Equal(t, len(ref), len(hw))
+			var cmp infer.Comparison
+			for i := range ref {
+				cmp.Add(infer.Compare(ref[i], hw[i]))
+			}
+			t.Logf("%s vs software frames: %d of %d detections match (worst IoU %.3f)", c.name, cmp.Matched(), cmp.Total, cmp.WorstIoU)
+			for _, b := range cmp.Bad {
+				t.Logf("  %s", b)
+			}
+			require.Positive(t, cmp.Total)
+			require.GreaterOrEqual(t, float64(cmp.Matched()), c.least*float64(cmp.Total))
+		})
+	}
 }

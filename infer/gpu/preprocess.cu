@@ -1,7 +1,9 @@
 // vigil's GPU preprocessing, compiled at run time with NVRTC.
 //
-// yuv420_letterbox: one thread per pixel of the model input. It resizes an
-// 8-bit 4:2:0 picture (planar I420, or NV12 with interleaved chroma) into
+// yuv420_letterbox: one thread per pixel of the model input. It resizes a
+// 4:2:0 picture (planar I420, or NV12 with interleaved chroma; 8-bit, or
+// with deep set 16-bit samples holding the value in their high bits, as
+// NVDEC's P016 surfaces of 10-bit streams do) into
 // the content rectangle of a letterboxed input (top-left, cw x ch pixels of
 // a dst_w x dst_h input; the rest is padding), converts YCbCr to RGB and
 // writes the normalised value v*scale+bias of each channel, in the
@@ -21,6 +23,10 @@
 // kgv*(Cr-128); B = ky*(Y-yoff) + kbu*(Cb-128), with the host choosing the
 // constants for BT.601 or BT.709 and full or limited range.
 
+// tent_sample reads samples of type T (unsigned char, or unsigned short for
+// deep pictures), rows stride bytes apart and step samples between
+// neighbours, and returns them on their own scale.
+template <typename T>
 __device__ __forceinline__ float tent_sample(const unsigned char *p, int stride, int step, int w, int h,
                                              float cx, float cy, float hx, float hy) {
 	int x0 = max((int)ceilf(cx - hx), 0), x1 = min((int)floorf(cx + hx), w - 1);
@@ -31,7 +37,7 @@ __device__ __forceinline__ float tent_sample(const unsigned char *p, int stride,
 	for (int y = y0; y <= y1; y++) {
 		float wy = fmaxf(1.f - fabsf((float)y - cy) / hy, 0.f);
 		if (wy == 0.f) continue;
-		const unsigned char *row = p + (size_t)y * stride;
+		const T *row = (const T *)(p + (size_t)y * stride);
 		for (int x = x0; x <= x1; x++) {
 			float wx = fmaxf(1.f - fabsf((float)x - cx) / hx, 0.f);
 			float wgt = wx * wy;
@@ -41,7 +47,7 @@ __device__ __forceinline__ float tent_sample(const unsigned char *p, int stride,
 	}
 	if (wsum == 0.f) {
 		int x = min(max((int)floorf(cx + 0.5f), 0), w - 1), y = min(max((int)floorf(cy + 0.5f), 0), h - 1);
-		return (float)p[(size_t)y * stride + x * step];
+		return (float)((const T *)(p + (size_t)y * stride))[x * step];
 	}
 	return acc / wsum;
 }
@@ -69,7 +75,7 @@ __device__ __forceinline__ void store3(void *dst, int half, int nchw, int dst_w,
 
 extern "C" __global__ void yuv420_letterbox(
 	const unsigned char *__restrict__ yp, const unsigned char *__restrict__ up, const unsigned char *__restrict__ vp,
-	int ystride, int uvstride, int nv12, int src_w, int src_h,
+	int ystride, int uvstride, int nv12, int deep, int src_w, int src_h,
 	int cw, int ch, int dst_w, int dst_h,
 	float ky, float yoff, float krv, float kgu, float kgv, float kbu, float br, float bg, float bb,
 	int nchw, int bgr, float scale, float bias, float pad, int half, void *dst) {
@@ -81,7 +87,9 @@ extern "C" __global__ void yuv420_letterbox(
 	}
 	float fx = (float)src_w / cw, fy = (float)src_h / ch;
 	float sx = (x + 0.5f) * fx - 0.5f, sy = (y + 0.5f) * fy - 0.5f;
-	float Y = tent_sample(yp, ystride, 1, src_w, src_h, sx, sy, fmaxf(fx, 1.f), fmaxf(fy, 1.f));
+	float hy0 = fmaxf(fy, 1.f), hx0 = fmaxf(fx, 1.f);
+	float Y = deep ? tent_sample<unsigned short>(yp, ystride, 1, src_w, src_h, sx, sy, hx0, hy0)
+	               : tent_sample<unsigned char>(yp, ystride, 1, src_w, src_h, sx, sy, hx0, hy0);
 	// Chroma as swscale produces it for packed RGB output (without
 	// SWS_FULL_CHR_H_INT): resampled to half the output width, each value
 	// shared by a pair of output pixels, and to the full output height;
@@ -91,12 +99,19 @@ extern "C" __global__ void yuv420_letterbox(
 	float csx = ((x >> 1) + 0.5f) * cfx - 0.5f, csy = (y + 0.5f) * cfy - 0.5f;
 	float hx = fmaxf(cfx, 1.f), hy = fmaxf(cfy, 1.f);
 	float U, V;
-	if (nv12) {
-		U = tent_sample(up, uvstride, 2, cwid, chei, csx, csy, hx, hy);
-		V = tent_sample(up + 1, uvstride, 2, cwid, chei, csx, csy, hx, hy);
+	if (deep) {
+		// P016 (NVDEC's deep surfaces are always interleaved): a 16-bit
+		// sample v holds a 10-bit value v/64 (12-bit: v/16); on the 8-bit
+		// scale the rest of the kernel works in, that is v/256.
+		U = tent_sample<unsigned short>(up, uvstride, 2, cwid, chei, csx, csy, hx, hy);
+		V = tent_sample<unsigned short>(up + 2, uvstride, 2, cwid, chei, csx, csy, hx, hy);
+		Y *= 1.f / 256.f; U *= 1.f / 256.f; V *= 1.f / 256.f;
+	} else if (nv12) {
+		U = tent_sample<unsigned char>(up, uvstride, 2, cwid, chei, csx, csy, hx, hy);
+		V = tent_sample<unsigned char>(up + 1, uvstride, 2, cwid, chei, csx, csy, hx, hy);
 	} else {
-		U = tent_sample(up, uvstride, 1, cwid, chei, csx, csy, hx, hy);
-		V = tent_sample(vp, uvstride, 1, cwid, chei, csx, csy, hx, hy);
+		U = tent_sample<unsigned char>(up, uvstride, 1, cwid, chei, csx, csy, hx, hy);
+		V = tent_sample<unsigned char>(vp, uvstride, 1, cwid, chei, csx, csy, hx, hy);
 	}
 	float yy = ky * (Y - yoff), u = U - 128.f, v = V - 128.f;
 	// Rounded to 8 bits, as swscale's RGB24 output is; bias (host) moves

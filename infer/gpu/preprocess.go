@@ -50,11 +50,15 @@ func (p *Preprocessor) Close() {
 }
 
 // Planes are a 4:2:0 picture's planes in device memory (see decode.YUV420
-// for the layout; V is unused for NV12).
+// for the layout; V is unused for NV12). Deep pictures have 16-bit
+// little-endian samples with the value in the high bits, interleaved
+// chroma (P016, as NVDEC gives 10-bit streams; decode.CUDAFrame.Deep);
+// strides are in bytes.
 type Planes struct {
 	Y, U, V           cuda.DevicePtr
 	YStride, UVStride int
 	NV12              bool
+	Deep              bool
 	Width, Height     int
 	FullRange         bool
 	Matrix            decode.Matrix
@@ -127,7 +131,7 @@ func (p *Preprocessor) YUV420(s *cuda.Stream, src Planes, lb infer.Letterbox, t 
 	g, b := grid(t.W, t.H)
 	f := t.Format
 	return p.yuv.Launch(s, g, b, 0,
-		src.Y, src.U, src.V, int32(src.YStride), int32(src.UVStride), b2i(src.NV12), int32(src.Width), int32(src.Height),
+		src.Y, src.U, src.V, int32(src.YStride), int32(src.UVStride), b2i(src.NV12 || src.Deep), b2i(src.Deep), int32(src.Width), int32(src.Height),
 		int32(lb.ContentW), int32(lb.ContentH), int32(t.W), int32(t.H),
 		ky, yoff, krv, kgu, kgv, kbu, bias[0], bias[1], bias[2],
 		b2i(f.NCHW), b2i(f.Order == pipeline.BGR), f.Scale, f.Bias, f.Pad, b2i(t.Half), t.Dst)
