@@ -189,7 +189,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 			return r, cli.BadInput(fmt.Errorf("--model: %w", err))
 		}
 	}
-	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, o.Budget)
+	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, decode.nvdec %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, c.Decode.NVDECMode, o.Budget)
 
 	// One GPU (infer.device), or the GPUs of infer.devices: streams are
 	// placed across them as vigil run places them, each GPU with its own

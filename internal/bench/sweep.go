@@ -106,7 +106,7 @@ func Sweep(ctx context.Context, c config.Config, o SweepOptions, log *zap.Logger
 	}
 	fmt.Fprintf(out, "vigil bench --sweep: %s looped in real time, model %s, budget %s, %s per point\n",
 		filepath.Base(o.Source), eng.Model(), o.Budget, o.Each)
-	fmt.Fprintf(out, "decode: hwaccel %s\n", c.Decode.HWAccel)
+	fmt.Fprintf(out, "decode: hwaccel %s, nvdec %s\n", c.Decode.HWAccel, c.Decode.NVDECMode)
 	for _, ch := range engs.ChoiceLines() {
 		fmt.Fprintf(out, "engine: %s\n", ch)
 	}

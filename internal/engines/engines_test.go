@@ -47,7 +47,7 @@ func TestPoolSharesEngines(t *testing.T) {
 
 // With decode.hwaccel hybrid a stream decodes on its GPU's NVDEC (auto:
 // the CPU still takes what NVDEC cannot) or on the CPU, as placed; other
-// settings pass through.
+// settings pass through, decode.nvdec among them.
 func TestWithHW(t *testing.T) {
 	c := config.Default()
 	c.Decode.HWAccel = "hybrid"
@@ -56,8 +56,12 @@ func TestWithHW(t *testing.T) {
 	require.Equal(t, "3", o.HWDevice)
 	require.Equal(t, "x", o.URL)
 	require.Equal(t, decode.HWNone, engines.WithHW(decode.Options{}, &c, 3, false).HWAccel)
+	require.Equal(t, decode.NVDECDirect, o.NVDEC, "decode.nvdec's default")
 	c.Decode.HWAccel = "cuda"
-	require.Equal(t, decode.HWCUDA, engines.WithHW(decode.Options{}, &c, 0, false).HWAccel, "nvdec matters under hybrid only")
+	c.Decode.NVDECMode = "ffmpeg"
+	o = engines.WithHW(decode.Options{}, &c, 0, false)
+	require.Equal(t, decode.HWCUDA, o.HWAccel, "nvdec matters under hybrid only")
+	require.Equal(t, decode.NVDECFFmpeg, o.NVDEC)
 }
 
 // Hybrid decoding's capacities default to the H200 figures

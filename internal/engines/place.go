@@ -43,11 +43,12 @@ func PlacementDevices(c *config.Config) ([]int, error) {
 }
 
 // WithHW sets on o the config's NVDEC settings (decode.hwaccel,
-// decode.hw_surfaces) for CUDA device dev. With decode.hwaccel hybrid,
+// decode.nvdec, decode.hw_surfaces) for CUDA device dev. With decode.hwaccel hybrid,
 // nvdec says where the stream was placed: on NVDEC (auto, so that a stream
 // NVDEC cannot take still falls back to the CPU) or on the CPU (none).
 func WithHW(o decode.Options, c *config.Config, dev int, nvdec bool) decode.Options {
 	o.HWAccel, o.HWDevice, o.HWSurfaces = decode.HWAccel(c.Decode.HWAccel), strconv.Itoa(dev), c.Decode.HWSurfaces
+	o.NVDEC = decode.NVDECMode(c.Decode.NVDECMode)
 	if c.Decode.HWAccel == "hybrid" {
 		o.HWAccel = decode.HWNone
 		if nvdec {
