@@ -10,6 +10,12 @@
 // goroutine raises FFmpeg's interrupt callback (AVIOInterruptCB) when the
 // context ends or an open/read deadline passes.
 //
+// With Options.HWAccel, NVDEC decodes into GPU memory: H.264 and HEVC by
+// default through NVIDIA's decoder driven directly (NVDECDirect: FFmpeg
+// demuxes and its bitstream filters give internal/cuda's VideoDecoder
+// Annex B), other codecs through FFmpeg's cuda hwaccel. Either way each
+// picture is copied into a per-stream pool of device frames.
+//
 // Faults are counted per source (Faults, and Metrics when given): lost RTP
 // packets, packets the decoder failed on, and frames emitted damaged,
 // which carry pipeline.Frame.Corrupt. FFmpeg's log lines are attributed to
