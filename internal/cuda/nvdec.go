@@ -246,7 +246,7 @@ type VideoDecoderConfig struct {
 	Output func(*DecodedPicture) error
 }
 
-// Stats counts a VideoDecoder's work since it was made.
+// VideoDecoderStats counts a VideoDecoder's work since it was made.
 type VideoDecoderStats struct {
 	// Created and Reconfigured count cuvidCreateDecoder and
 	// cuvidReconfigureDecoder calls that succeeded; Reused counts sequence
