@@ -115,6 +115,9 @@ type StageTimes struct {
 	Infer time.Duration
 	// Postprocess: decoding outputs, NMS, mapping to source pixels.
 	Postprocess time.Duration
+	// Analytics: the stream's Analyzer (tracking, zones, lines), 0 for a
+	// stream without one.
+	Analytics time.Duration
 	// Publish: from Result.Ready to the message being handed to the
 	// transport. In the message itself it ends at Result.Published (before
 	// encoding, which cannot be in the message it produces); in metrics it
@@ -139,7 +142,8 @@ type Result struct {
 	Corrupt bool
 	// Capture is Frame.Arrival.
 	Capture time.Time
-	// Ready is when postprocessing finished and the result went to the sink.
+	// Ready is when postprocessing (and the stream's Analyzer, if any)
+	// finished and the result went to the sink.
 	Ready time.Time
 	// Published is set by the Sink to the wall time the message was built.
 	Published time.Time
@@ -206,6 +210,23 @@ type Engine interface {
 // metrics. It must not keep r after returning.
 type Sink interface {
 	Publish(ctx context.Context, r *Result) error
+}
+
+// Analyzer is a stream's analytics (tracking, zones, lines: package
+// analytics, through an adapter of the service's). RunStream calls it on
+// the stream's worker goroutine, so calls never overlap.
+type Analyzer interface {
+	// Analyze observes one processed frame, after the engine and before
+	// the sink: r.PTS (monotonic within the run), r.Capture, r.Width,
+	// r.Height and r.Detections, whose TrackID and Zones it may set;
+	// r.StreamID and r.Epoch name the run. Frames dropped or skipped are
+	// never analyzed (a gap in PTS is a gap in time). It must not block
+	// for long nor keep r.
+	Analyze(r *Result)
+	// Close ends the run: RunStream calls it once, after its worker has
+	// returned, however the stream ended (input end, failure,
+	// cancellation), and not at all when the worker never started.
+	Close()
 }
 
 // PixelOrder is the channel order of packed 8-bit, 3-channel pixels.

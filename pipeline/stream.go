@@ -28,6 +28,9 @@ type StreamConfig struct {
 	Source Source
 	Engine Engine
 	Sink   Sink
+	// Analyzer, when set, runs on every processed frame between the engine
+	// and the sink (see Analyzer); Close is called when the stream ends.
+	Analyzer Analyzer
 	// QueueSize bounds the frames waiting for the engine (default 4).
 	QueueSize int
 	// Live sources (cameras, network URLs) are reopened after they end or
@@ -157,6 +160,7 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	for _, f := range s.q.Drain() { // left over after cancellation
 		f.Image.Release()
 	}
+	s.closeAnalyzer()
 	var pe *PanicError
 	if cause := context.Cause(ctx); errors.As(cause, &pe) {
 		err = pe
@@ -423,7 +427,7 @@ func (s *stream) skipped(r SkipReason) {
 	}
 }
 
-// work is the consumer: engine, then sink, one frame at a time.
+// work is the consumer: engine, analyzer, then sink, one frame at a time.
 func (s *stream) work(ctx context.Context) {
 	var res Result
 	var dets []Detection
@@ -492,10 +496,16 @@ func (s *stream) work(ctx context.Context) {
 		res = Result{
 			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe, Corrupt: f.Corrupt,
 			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
-			Detections: dets, Stages: st, Ready: time.Now(), Budget: s.c.Budget, ReorderWait: f.wait,
+			Detections: dets, Stages: st, Budget: s.c.Budget, ReorderWait: f.wait,
 			DroppedSinceLast: int(s.sinceLast.Swap(0)), SkippedSinceLast: int(s.skippedSince.Swap(0)),
 			Discontinuity: s.breaks.upTo(f.Seq),
 		}
+		if s.c.Analyzer != nil {
+			ta := time.Now()
+			s.c.Analyzer.Analyze(&res)
+			res.Stages.Analytics = time.Since(ta)
+		}
+		res.Ready = time.Now()
 		t1 := time.Now()
 		err = s.c.Sink.Publish(ctx, &res)
 		s.publish.Add(time.Since(t1))
@@ -520,6 +530,22 @@ func (s *stream) work(ctx context.Context) {
 			s.c.Stats.addOut(s.c.ID, res.Stages.Total, len(dets), res.Buffered)
 		}
 	}
+}
+
+// closeAnalyzer ends the stream's Analyzer once its worker has returned
+// (its last events, e.g. track ends, go out before the stream's stopped
+// event). A panic in it is logged: the stream has ended anyway.
+func (s *stream) closeAnalyzer() {
+	if s.c.Analyzer == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			pe := recovered(r)
+			s.log.Error("analytics panicked while closing", zap.Any("panic", pe.Value), zap.String("stack", pe.Stack))
+		}
+	}()
+	s.c.Analyzer.Close()
 }
 
 // rateLimited logs at most one line per second and counts the rest, so a

@@ -194,3 +194,65 @@ func TestRunStreamReconnectBackoff(t *testing.T) {
 		require.GreaterOrEqual(t, src.calls[i].Sub(src.calls[i-1]), 20*time.Millisecond, "at least half the initial delay")
 	}
 }
+
+// recordAnalyzer is an Analyzer that records what it sees and marks the
+// detections, so that the sink can tell it ran first.
+type recordAnalyzer struct {
+	seqs   []uint64 // worker goroutine, then read after RunStream
+	closed int
+	after  bool // Analyze was called after Close
+}
+
+func (a *recordAnalyzer) Analyze(r *pipeline.Result) {
+	if a.closed > 0 {
+		a.after = true
+	}
+	a.seqs = append(a.seqs, r.Seq)
+	for i := range r.Detections {
+		r.Detections[i].TrackID = "seen"
+	}
+}
+
+func (a *recordAnalyzer) Close() { a.closed++ }
+
+// markSink records the seqs it publishes and whether every detection came
+// marked by the analyzer.
+type markSink struct {
+	collectSink
+	unmarked  int
+	analytics int // results with a measured analytics stage
+}
+
+func (m *markSink) Publish(ctx context.Context, r *pipeline.Result) error {
+	for _, d := range r.Detections {
+		if d.TrackID != "seen" {
+			m.unmarked++
+		}
+	}
+	if r.Stages.Analytics > 0 && !r.Ready.IsZero() {
+		m.analytics++
+	}
+	return m.collectSink.Publish(ctx, r)
+}
+
+// The Analyzer sees exactly the frames that are published, in order and
+// before the sink; frames skipped by policy never reach it; Close is
+// called once, at the end.
+func TestRunStreamAnalyzer(t *testing.T) {
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), StreamID: "m"})
+	require.NoError(t, err)
+	sink := &markSink{}
+	a := &recordAnalyzer{}
+	// Lossless but limited to 50 fps by decode time: a file decodes far
+	// faster, so most frames are skipped at ingest.
+	require.NoError(t, pipeline.RunStream(context.Background(), pipeline.StreamConfig{
+		ID: "m", Source: src, Engine: engine(t), Sink: sink, Lossless: true, FPSLimit: 50, Analyzer: a,
+	}))
+	require.Less(t, len(sink.seqs), 270, "frames were skipped")
+	require.NotEmpty(t, sink.seqs)
+	require.Equal(t, sink.seqs, a.seqs, "analyzed exactly the published frames, in order")
+	require.Zero(t, sink.unmarked, "the sink saw the analyzer's marks")
+	require.Equal(t, len(sink.seqs), sink.analytics, "every result has its analytics time")
+	require.Equal(t, 1, a.closed)
+	require.False(t, a.after)
+}

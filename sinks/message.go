@@ -70,8 +70,11 @@ type Latency struct {
 	Preprocess  float64 `json:"preprocess"`
 	Infer       float64 `json:"infer"`
 	Postprocess float64 `json:"postprocess"`
-	Publish     float64 `json:"publish"`
-	Total       float64 `json:"total"`
+	// Analytics is the stream's analytics stage (tracking, zones, lines);
+	// absent for a stream without analytics.
+	Analytics float64 `json:"analytics,omitempty"`
+	Publish   float64 `json:"publish"`
+	Total     float64 `json:"total"`
 	// Reorder is the part of Decode that was the stream's inherent reorder
 	// delay (B-frames; pipeline.Result.ReorderWait): the frame's budget
 	// started after it, so OverBudget is Total − Reorder > BudgetMS.
@@ -102,7 +105,7 @@ func stamp(r *pipeline.Result) Message {
 		DroppedSinceLast: r.DroppedSinceLast, SkippedSinceLast: r.SkippedSinceLast,
 		LatencyMS: Latency{
 			Decode: msec(st.Decode), Queue: msec(st.Queue), Preprocess: msec(st.Preprocess), Infer: msec(st.Infer),
-			Postprocess: msec(st.Postprocess), Publish: msec(st.Publish), Total: msec(st.Total),
+			Postprocess: msec(st.Postprocess), Analytics: msec(st.Analytics), Publish: msec(st.Publish), Total: msec(st.Total),
 			Reorder: msec(r.ReorderWait),
 		},
 	}
