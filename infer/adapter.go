@@ -52,6 +52,10 @@ type Adapter interface {
 	// Format says how Fill lays out and scales pixels, for preprocessors
 	// other than Fill (the GPU kernel in infer/gpu).
 	Format() TensorFormat
+	// Labels are the class names Decode gives detections (Detection.Label),
+	// indexed by class id; valid after a successful Bind (YOLOX's depend
+	// on the model's number of classes).
+	Labels() []string
 	// Decode turns one item's raw outputs (in Binding.Outputs order, each
 	// the item's slice of a [Batch, ...] output) into detections in source
 	// pixels, appended to dst.

@@ -54,6 +54,9 @@ func newBlazeFace(thr, iouThr float32) *blazeFace {
 
 func (b *blazeFace) Name() string { return "blazeface" }
 
+// Labels: BlazeFace detects faces only.
+func (b *blazeFace) Labels() []string { return []string{"face"} }
+
 // squareOnly: the anchor grids assume an S×S input (Bind refuses others).
 func (b *blazeFace) squareOnly() bool { return true }
 

@@ -219,6 +219,10 @@ func (e *Engine) Model() string { return e.name }
 // Adapter returns the adapter's name.
 func (e *Engine) Adapter() string { return e.adapter.Name() }
 
+// Labels returns the class names of the engine's detections, by class id
+// (Adapter.Labels).
+func (e *Engine) Labels() []string { return e.adapter.Labels() }
+
 // InputSize returns the model's input width and height in pixels.
 func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
 

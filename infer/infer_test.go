@@ -355,10 +355,11 @@ func TestInspect(t *testing.T) {
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
 	s, err := infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "")
 	require.NoError(t, err)
-	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 128, InH: 128, Batch: 1, Square: true}, s)
+	faces := []string{"face"}
+	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 128, InH: 128, Batch: 1, Square: true, Labels: faces}, s)
 	s, err = infer.Inspect(testenv.Model(t, "face_detection_back_256x256_barracuda.b32.onnx"), "blazeface")
 	require.NoError(t, err)
-	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 256, InH: 256, Batch: 32, Square: true}, s)
+	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 256, InH: 256, Batch: 32, Square: true, Labels: faces}, s)
 	_, err = infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "yolox")
 	require.ErrorIs(t, err, infer.ErrModelMismatch)
 	_, err = infer.Inspect("/nonexistent/m.onnx", "")
@@ -366,6 +367,12 @@ func TestInspect(t *testing.T) {
 	if p := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "models", "yolox_nano.onnx"); fileExists(p) {
 		s, err = infer.Inspect(p, "")
 		require.NoError(t, err)
+		// The 80 COCO classes in YOLOX's order
+		// (yolox/data/datasets/coco_classes.py).
+		require.Len(t, s.Labels, 80)
+		require.Equal(t, []string{"person", "bicycle", "car"}, s.Labels[:3])
+		require.Equal(t, "toothbrush", s.Labels[79])
+		s.Labels = nil
 		require.Equal(t, infer.Shape{Adapter: "yolox", InW: 416, InH: 416, Batch: 1}, s)
 	}
 }

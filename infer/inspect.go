@@ -15,6 +15,10 @@ type Shape struct {
 	InW, InH, Batch int
 	// Square is true when the adapter only takes square inputs.
 	Square bool
+	// Labels are the class names of the model's detections, by class id
+	// (Adapter.Labels): ["face"] for BlazeFace, the 80 COCO names for a
+	// COCO YOLOX model.
+	Labels []string
 }
 
 // Inspect reads a model's input and output shapes and binds them to its
@@ -35,5 +39,6 @@ func Inspect(path, adapter string) (Shape, error) {
 		return Shape{}, err
 	}
 	sq, _ := ad.(interface{ squareOnly() bool })
-	return Shape{Adapter: ad.Name(), InW: b.InW, InH: b.InH, Batch: b.Batch, Square: sq != nil && sq.squareOnly()}, nil
+	return Shape{Adapter: ad.Name(), InW: b.InW, InH: b.InH, Batch: b.Batch, Square: sq != nil && sq.squareOnly(),
+		Labels: ad.Labels()}, nil
 }

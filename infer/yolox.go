@@ -45,6 +45,16 @@ func newYOLOX(thr, iouThr float32) *yolox {
 
 func (y *yolox) Name() string { return "yolox" }
 
+// Labels are cocoLabel's names of the model's classes: the 80 COCO names,
+// or class0, class1, ... for a model with another number of classes.
+func (y *yolox) Labels() []string {
+	l := make([]string, y.classes)
+	for c := range l {
+		l[c] = cocoLabel(c, y.classes)
+	}
+	return l
+}
+
 func (y *yolox) Bind(in, out []TensorInfo) (Binding, error) {
 	if len(in) != 1 || !shapeIs(in[0].Shape, -1, 3, -1, -1) || in[0].Shape[0] < 1 {
 		return Binding{}, fmt.Errorf("%w yolox: inputs %v, want one [B 3 H W] (NCHW BGR, fixed batch B)", ErrModelMismatch, in)

@@ -1,6 +1,8 @@
 package engines_test
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -93,3 +95,29 @@ func TestGPUChain(t *testing.T) {
 	require.Len(t, engines.GPUChain("auto"), 2)
 	require.Len(t, engines.GPUChain("tensorrt"), 2)
 }
+
+// Labels reads a model's class names from its file through its adapter:
+// BlazeFace's face, the default model for "", YOLOX-Nano's COCO names
+// (../shared's copy, when it is there).
+func TestLabels(t *testing.T) {
+	testenv.Model(t, "face_detection_front_128x128_barracuda.onnx")
+	c := config.Default()
+	l, err := engines.Labels(&c, "blazeface")
+	require.NoError(t, err)
+	require.Equal(t, []string{"face"}, l)
+	l, err = engines.Labels(&c, "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"face"}, l, "pipeline.default_model is blazeface")
+	_, err = engines.Labels(&c, "nosuchmodel")
+	require.Error(t, err)
+	_, err = engines.Labels(&c, "/nonexistent/m.onnx")
+	require.Error(t, err)
+	if p := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "models", "yolox_nano.onnx"); fileExists(p) {
+		l, err = engines.Labels(&c, p)
+		require.NoError(t, err)
+		require.Len(t, l, 80)
+		require.Equal(t, "person", l[0])
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

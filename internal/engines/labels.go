@@ -1,0 +1,57 @@
+package engines
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/config"
+)
+
+// labelsCache holds the class names read from model files, by file,
+// adapter, size and modification time (a replaced file is read again).
+var labelsCache sync.Map // labelsKey -> []string
+
+type labelsKey struct {
+	file, adapter string
+	size          int64
+	mod           time.Time
+}
+
+// Labels returns the class names of the detections of model ref (a
+// configured name, a built-in name or an .onnx path; "" is
+// pipeline.default_model), by class id: ["face"] for BlazeFace, the 80
+// COCO names for YOLOX-Nano. They are what analytics' classes are checked
+// against. It loads ONNX Runtime from infer.ort_library when it is not
+// loaded yet, and reads the model's signature (infer.Inspect, no session)
+// once per file. Errors: an unknown model, a missing file or one that fits
+// no adapter, a runtime that does not load (*cli.BadInputError).
+func Labels(c *config.Config, ref string) ([]string, error) {
+	if ref == "" {
+		ref = c.Pipeline.DefaultModel
+	}
+	m, err := c.ResolveModel(ref)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(m.File)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.File, err)
+	}
+	k := labelsKey{file: m.File, adapter: m.Adapter, size: fi.Size(), mod: fi.ModTime()}
+	if l, ok := labelsCache.Load(k); ok {
+		return l.([]string), nil
+	}
+	if err := infer.InitRuntime(c.Infer.ORTLibrary); err != nil {
+		return nil, cli.BadInput(err)
+	}
+	s, err := infer.Inspect(m.File, m.Adapter)
+	if err != nil {
+		return nil, err
+	}
+	labelsCache.Store(k, s.Labels)
+	return s.Labels, nil
+}
