@@ -82,27 +82,28 @@ type Config struct {
 type Tracker struct {
 	// HighScore: detections scoring above it are matched first and may
 	// start tracks (at HighScore + 0.1); those between 0.1 and it only
-	// continue tracks. In (0.1, 0.9]. Default DefaultHighScore.
+	// continue tracks. In (0.1, 0.9]. Default 0.5 (DefaultHighScore).
 	HighScore float64 `json:"high_score,omitempty" yaml:"high_score,omitempty" default:"0.5"`
 	// MatchIoU: a detection continues a track in the first association
-	// only if their IoU is above it; in (0, 1). Default DefaultMatchIoU.
+	// only if their IoU is above it; in (0, 1). Default 0.2 (DefaultMatchIoU).
 	MatchIoU float64 `json:"match_iou,omitempty" yaml:"match_iou,omitempty" default:"0.2"`
 	// ConfirmHits is the number of consecutive matched frames that
 	// confirm a track, 1 to 100; only confirmed tracks get ids, events and
-	// counts. Default DefaultConfirmHits.
+	// counts. Default 3 (DefaultConfirmHits).
 	ConfirmHits int `json:"confirm_hits,omitempty" yaml:"confirm_hits,omitempty" default:"3"`
 	// LostAfter is how long, in PTS time, a track is kept without
 	// detections before it ends, counted from the first processed frame
 	// that missed it (frames dropped before it say nothing); one re-found
-	// within it keeps its id. Default DefaultLostAfter; at most 1h.
+	// within it keeps its id. Default 2s (DefaultLostAfter); at most 1h.
 	LostAfter Duration `json:"lost_after,omitempty" yaml:"lost_after,omitempty" default:"2s"`
 	// StationaryAfter is how long a confirmed track's box must stay within
-	// StationaryMove to be stationary. Default DefaultStationaryAfter.
+	// StationaryMove to be stationary. Default 10s
+	// (DefaultStationaryAfter).
 	StationaryAfter Duration `json:"stationary_after,omitempty" yaml:"stationary_after,omitempty" default:"10s"`
 	// StationaryMove is the movement allowed to a stationary box: a
 	// fraction of its width for its left and right edges and of its
-	// height for the top and bottom, in (0, 1]. Default
-	// DefaultStationaryMove.
+	// height for the top and bottom, in (0, 1]. Default 0.1
+	// (DefaultStationaryMove).
 	StationaryMove float64 `json:"stationary_move,omitempty" yaml:"stationary_move,omitempty" default:"0.1"`
 }
 
@@ -122,44 +123,44 @@ const (
 type Zone struct {
 	// Name is 1-64 of [A-Za-z0-9_-] (a NATS subject token and a metric
 	// label value), unique among the stream's zones and lines.
-	Name string `json:"name" yaml:"name"`
+	Name string `json:"name" yaml:"name" default:"required" example:"door"`
 	// Polygon is at least 3 points [x, y] in source pixels, in order
 	// around a simple polygon (no edge may cross or touch another).
-	Polygon []XY `json:"polygon" yaml:"polygon,flow"`
+	Polygon []XY `json:"polygon" yaml:"polygon,flow" default:"required" example:"[[100, 80], [400, 80], [400, 300], [100, 300]]"`
 	// Classes are the labels that count here; empty: every class.
-	Classes []string `json:"classes,omitempty" yaml:"classes,omitempty,flow"`
+	Classes []string `json:"classes,omitempty" yaml:"classes,omitempty,flow" example:"[face]"`
 	// Anchor is the point of the box tested: bottom_center (default) or
 	// center.
-	Anchor Anchor `json:"anchor,omitempty" yaml:"anchor,omitempty" default:"bottom_center"`
+	Anchor Anchor `json:"anchor,omitempty" yaml:"anchor,omitempty" default:"bottom_center" example:"bottom_center"`
 	// MinFrames is the zone's inertia: the observations in a row inside
 	// before an object enters, and outside before it exits; 1 to 1000.
-	// Default DefaultMinFrames.
-	MinFrames int `json:"min_frames,omitempty" yaml:"min_frames,omitempty" default:"3"`
+	// Default 3 (DefaultMinFrames).
+	MinFrames int `json:"min_frames,omitempty" yaml:"min_frames,omitempty" default:"3" example:"3"`
 	// LoiterAfter: a loiter event once an object has stayed this long
 	// (once per stay); 0: never.
-	LoiterAfter Duration `json:"loiter_after,omitempty" yaml:"loiter_after,omitempty" default:"0s"`
+	LoiterAfter Duration `json:"loiter_after,omitempty" yaml:"loiter_after,omitempty" default:"0s" example:"30s"`
 }
 
 // Line is a segment that counts crossings.
 type Line struct {
 	// Name is 1-64 of [A-Za-z0-9_-], unique among the stream's zones and
 	// lines.
-	Name string `json:"name" yaml:"name"`
+	Name string `json:"name" yaml:"name" default:"required" example:"gate"`
 	// A and B are the line's ends [x, y] in source pixels. A crossing from
 	// the negative to the positive side of cross(B − A, p − A), in image
 	// coordinates (x right, y down), is "in"; the other way "out". Seen
 	// on screen with A below B (a vertical line drawn upwards), "in" is
 	// from left to right.
-	A XY `json:"a" yaml:"a,flow"`
-	B XY `json:"b" yaml:"b,flow"` // see A
+	A XY `json:"a" yaml:"a,flow" default:"required" example:"[640, 0]"`
+	B XY `json:"b" yaml:"b,flow" default:"required" example:"[640, 720]"` // see A
 	// Classes are the labels counted; empty: every class.
-	Classes []string `json:"classes,omitempty" yaml:"classes,omitempty,flow"`
+	Classes []string `json:"classes,omitempty" yaml:"classes,omitempty,flow" example:"[face]"`
 	// Anchor is the point of the box whose path is tested: bottom_center
 	// (default) or center.
-	Anchor Anchor `json:"anchor,omitempty" yaml:"anchor,omitempty" default:"bottom_center"`
+	Anchor Anchor `json:"anchor,omitempty" yaml:"anchor,omitempty" default:"bottom_center" example:"bottom_center"`
 	// Debounce: a track crossing again in the same direction within this
-	// time is not counted again. Default DefaultDebounce.
-	Debounce Duration `json:"debounce,omitempty" yaml:"debounce,omitempty" default:"5s"`
+	// time is not counted again. Default 5s (DefaultDebounce).
+	Debounce Duration `json:"debounce,omitempty" yaml:"debounce,omitempty" default:"5s" example:"5s"`
 }
 
 // XY is a point [x, y] in source pixels (origin top-left, x right, y

@@ -24,6 +24,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vigil-video/vigil/analytics"
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/allowlist"
@@ -389,6 +390,12 @@ type Stream struct {
 	// (frame threads would delay every frame by threads-1 frames); a count
 	// above 0 keeps frame threads (NVDEC decoders always use 1).
 	DecodeThreads int `yaml:"decode_threads"`
+	// Analytics turns on tracking for the stream, with its zones and
+	// lines (docs/api.md, "Analytics"): detections get track ids and the
+	// zones they are in, events go to `<prefix>.<id>.analytics` and counts
+	// to `<prefix>.<id>.counts`. Absent: no analytics. Its classes must be
+	// class names of the stream's model.
+	Analytics *analytics.Config `yaml:"analytics" default:"none: no analytics" example:"{tracker: {high_score: 0.5, match_iou: 0.2, confirm_hits: 3, lost_after: 2s, stationary_after: 10s, stationary_move: 0.1}, frame_size: [1280, 720]}"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("10s").
@@ -891,7 +898,7 @@ func (c *Config) Spec(s Stream) registry.Spec {
 	sp := registry.Spec{
 		ID: s.ID, URL: s.URL, Model: s.Model, FPSLimit: s.FPSLimit, FPSBurst: s.FPSBurst, BudgetMS: s.BudgetMS,
 		Priority: s.Priority, Enabled: s.Enabled, Transport: s.Transport, Labels: s.Labels,
-		Realtime: s.Realtime, Loop: s.Loop, DecodeThreads: s.DecodeThreads,
+		Realtime: s.Realtime, Loop: s.Loop, DecodeThreads: s.DecodeThreads, Analytics: s.Analytics,
 	}
 	if s.QueueSize != c.Pipeline.QueueSize { // only a per-stream override
 		sp.QueueSize = s.QueueSize

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,4 +206,87 @@ func TestEverySectionNamed(t *testing.T) {
 		require.Equal(t, sectionType(k.Field.Type), st)
 	}
 	require.GreaterOrEqual(t, n, 10, "api, log, metrics, nats, infer, infer.tensorrt, decode, pipeline, models, streams")
+}
+
+// A stream's analytics block decodes, its problems are reported with the
+// other problems, each naming its field under streams[i].analytics, and
+// an unknown key inside it names its section.
+func TestStreamAnalytics(t *testing.T) {
+	c, err := Parse([]byte(`
+models: [{name: m, path: /dev/null}]
+streams:
+  - id: a
+    url: /x.avi
+    model: m
+    analytics:
+      tracker: {lost_after: 3s}
+      zones:
+        - {name: door, polygon: [[0, 0], [10, 0], [10, 10]], classes: [person], loiter_after: 30s}
+      lines:
+        - {name: gate, a: [5, 0], b: [5, 10]}
+`), "a.yaml")
+	require.NoError(t, err)
+	a := c.Streams[0].Analytics
+	require.NotNil(t, a)
+	require.Equal(t, 3*time.Second, time.Duration(a.Tracker.LostAfter))
+	require.Equal(t, "door", a.Zones[0].Name)
+	require.Equal(t, 30*time.Second, time.Duration(a.Zones[0].LoiterAfter))
+	require.Equal(t, a, c.Spec(c.Streams[0]).Analytics, "the registry spec carries it")
+
+	_, err = Parse([]byte(`
+models: [{name: m, path: /dev/null}]
+streams:
+  - id: a
+    url: /x.avi
+    model: m
+    analytics:
+      zones:
+        - {name: door, polygon: [[0, 0], [10, 0], [10, 10]]}
+        - {name: bow, polygon: [[0, 0], [10, 10], [10, 0], [0, 10]]}
+        - {name: "a.b", polygon: [[0, 0], [10, 0], [10, 10]]}
+      lines:
+        - {name: gate, a: [5, 5], b: [5, 5]}
+`), "bad.yaml")
+	require.Error(t, err)
+	for _, want := range []string{
+		"streams[0].analytics.zones[1].polygon: edges 0", "cross or touch",
+		`streams[0].analytics.zones[2].name: "a.b": want 1-64 characters`,
+		"streams[0].analytics.lines[0].b: [5 5]: the same point as a",
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+	require.NotContains(t, err.Error(), "zones[0]")
+
+	_, err = Parse([]byte(`
+streams:
+  - id: a
+    url: /x.avi
+    analytics: {zones: [{name: door, polygn: [[0, 0], [10, 0], [10, 10]]}]}
+`), "typo.yaml")
+	require.ErrorContains(t, err, `unknown key "polygn" in streams[].analytics.zones[] (did you mean "polygon"?)`)
+}
+
+// A file of one analytics block (vigil detect --analytics) decodes; its
+// problems, unknown keys and a missing block name the file and the field.
+func TestLoadAnalytics(t *testing.T) {
+	write := func(body string) string {
+		p := filepath.Join(t.TempDir(), "a.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		return p
+	}
+	a, err := LoadAnalytics(write("analytics:\n  lines:\n    - {name: gate, a: [5, 0], b: [5, 10]}\n"))
+	require.NoError(t, err)
+	require.Equal(t, "gate", a.Lines[0].Name)
+	for _, tc := range []struct{ body, want string }{
+		{"analytics:\n  zones:\n    - {name: z, polygon: [[0, 0], [9, 9], [9, 0], [0, 9]]}\n", "analytics.zones[0].polygon: edges"},
+		{"analytics:\n  lines:\n    - {name: l, a: [1, 1], b: [1, 1]}\n", "analytics.lines[0].b: [1 1]: the same point as a"},
+		{"analytics:\n  zones:\n    - {name: z, polgon: [[0, 0], [9, 0], [9, 9]]}\n", `line 3: unknown key "polgon" in analytics.zones[] (did you mean "polygon"?)`},
+		{"zones: []\n", `unknown key "zones"`},
+		{"", "no analytics: block"},
+	} {
+		p := write(tc.body)
+		_, err := LoadAnalytics(p)
+		require.ErrorContains(t, err, p+": ")
+		require.ErrorContains(t, err, tc.want)
+	}
 }

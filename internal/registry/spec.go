@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-video/vigil/analytics"
 	"github.com/vigil-video/vigil/decode"
 )
 
@@ -54,6 +56,11 @@ type Spec struct {
 	// OpenTimeout and StallTimeout are Go duration strings ("60s").
 	OpenTimeout  string `json:"open_timeout,omitempty"`
 	StallTimeout string `json:"stall_timeout,omitempty"`
+	// Analytics are the stream's tracking, zones and lines (package
+	// analytics); nil: none, detections carry no track ids. A change of
+	// this field alone is applied to the running stream without
+	// restarting it (hot reload: docs/api.md).
+	Analytics *analytics.Config `json:"analytics,omitempty"`
 }
 
 // IsEnabled reports Enabled, defaulting to true.
@@ -161,7 +168,52 @@ func (s *Spec) Problems(resolveModel func(string) error) []*FieldError {
 			add("model", "%v", err)
 		}
 	}
+	if s.Analytics != nil {
+		for _, fe := range s.Analytics.Problems() {
+			add("analytics."+fe.Field, "%s", fe.Msg)
+		}
+	}
 	return p
+}
+
+// CheckClasses checks the classes that the analytics' zones and lines
+// name against the class names of the stream's model, which labels
+// returns (engines.Labels). It returns nil when the spec has no analytics
+// or they name no class (labels is then not called), a *FieldError
+// naming the class (analytics.zones[0].classes[1]), or one on "model"
+// when labels fails.
+func (s *Spec) CheckClasses(labels func(model string) ([]string, error)) *FieldError {
+	a := s.Analytics
+	if a == nil || !namesClasses(a) {
+		return nil
+	}
+	l, err := labels(s.Model)
+	if err != nil {
+		return fieldErr("model", "cannot read the model's classes to check analytics' classes against: %v", err)
+	}
+	if err := a.CheckClasses(l); err != nil {
+		var fe *analytics.FieldError
+		if errors.As(err, &fe) {
+			return fieldErr("analytics."+fe.Field, "%s", fe.Msg)
+		}
+		return fieldErr("analytics", "%v", err)
+	}
+	return nil
+}
+
+// namesClasses reports whether a zone or a line of a names classes.
+func namesClasses(a *analytics.Config) bool {
+	for _, z := range a.Zones {
+		if len(z.Classes) > 0 {
+			return true
+		}
+	}
+	for _, l := range a.Lines {
+		if len(l.Classes) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Durations returns the parsed timeouts (0 where unset). Validate first.

@@ -1,5 +1,6 @@
 // Command gen writes vigil's config reference from the config structs in
-// internal/config: the key table between the markers in docs/config.md and
+// internal/config (and those of package analytics that a stream's
+// analytics block decodes into): the key table between the markers in docs/config.md and
 // the whole of configs/example.yaml. Each key is a field's yaml tag (found
 // by config.Keys), its meaning the field's doc comment (read from the
 // package's source), its default the value config.Default() and
@@ -44,6 +45,10 @@ const (
 	examplePath = "configs/example.yaml"
 	configDir   = "internal/config"
 )
+
+// docDirs are the packages whose struct fields the file's keys are:
+// internal/config's, and analytics' (streams[].analytics).
+var docDirs = []string{configDir, "analytics"}
 
 // The lines that enclose the generated table in docs/config.md; the prose
 // around them is kept as it is.
@@ -145,9 +150,11 @@ func defaults() config.Config {
 
 // render returns the generated files by path relative to root.
 func render(root string) (map[string]string, error) {
-	docs, err := fieldDocs(filepath.Join(root, configDir))
-	if err != nil {
-		return nil, err
+	docs := map[string]string{}
+	for _, d := range docDirs {
+		if err := fieldDocs(filepath.Join(root, d), docs); err != nil {
+			return nil, err
+		}
 	}
 	g := &gen{docs: docs, def: defaults()}
 	if err := g.rows(); err != nil {
@@ -168,15 +175,15 @@ func render(root string) (map[string]string, error) {
 	return map[string]string{docPath: doc, examplePath: example}, nil
 }
 
-// fieldDocs reads the doc comments of every struct field declared in the
-// package in dir (tests left out), by "Type.Field".
-func fieldDocs(dir string) (map[string]string, error) {
+// fieldDocs adds to docs the doc comments of every struct field declared
+// in the package in dir (tests left out), by "package.Type.Field" (see
+// docKey).
+func fieldDocs(dir string, docs map[string]string) error {
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	docs := map[string]string{}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -184,7 +191,7 @@ func fieldDocs(dir string) (map[string]string, error) {
 		}
 		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			ts, ok := n.(*ast.TypeSpec)
@@ -201,14 +208,18 @@ func fieldDocs(dir string) (map[string]string, error) {
 					text = fld.Comment.Text()
 				}
 				for _, id := range fld.Names {
-					docs[ts.Name.Name+"."+id.Name] = strings.Join(strings.Fields(text), " ")
+					docs[f.Name.Name+"."+ts.Name.Name+"."+id.Name] = strings.Join(strings.Fields(text), " ")
 				}
 			}
 			return true
 		})
 	}
-	return docs, nil
+	return nil
 }
+
+// docKey is the key of field of struct t in fieldDocs' map:
+// "config.Stream.URL", "analytics.Zone.Polygon".
+func docKey(t reflect.Type, field string) string { return t.String() + "." + field }
 
 // row is one line of the table: keys declared together under one comment.
 type row struct {
@@ -235,10 +246,10 @@ func (g *gen) rows() error {
 	keys := config.Keys()
 	g.byPath, g.first = map[string]*row{}, map[string]bool{}
 	for i, k := range keys {
-		if k.Section && k.Field.Type.Kind() != reflect.Slice {
-			continue // a mapping of keys: they have the rows
+		if k.Section && k.Field.Type.Kind() != reflect.Slice && k.Field.Type.Kind() != reflect.Pointer {
+			continue // a mapping of keys: they have the rows (an optional one has its own, saying what its absence means)
 		}
-		doc := g.docs[k.In.Name()+"."+k.Field.Name]
+		doc := g.docs[docKey(k.In, k.Field.Name)]
 		if doc == "" {
 			// Shares the comment of the value key declared just above it.
 			if i == 0 || keys[i-1].In != k.In || keys[i-1].Section || len(g.all) == 0 {
@@ -276,7 +287,8 @@ func (g *gen) rows() error {
 func (g *gen) keyNames(t reflect.Type, doc string) string {
 	names := map[string]string{}
 	for _, k := range config.Keys() {
-		if k.In == t && (!k.Section || k.Field.Type.Kind() == reflect.Slice) {
+		// One-letter names (a line's A and B) would also match words.
+		if k.In == t && (!k.Section || k.Field.Type.Kind() == reflect.Slice) && len(k.Field.Name) > 1 {
 			names[k.Field.Name] = k.Name
 		}
 	}
@@ -312,6 +324,12 @@ func (g *gen) value(k config.Key) reflect.Value {
 	for i, name := range path {
 		listed := strings.HasSuffix(name, "[]")
 		name = strings.TrimSuffix(name, "[]")
+		for v.Kind() == reflect.Pointer { // a section absent by default (streams[].analytics): its keys' zero values
+			if v.IsNil() {
+				v = reflect.New(v.Type().Elem())
+			}
+			v = v.Elem()
+		}
 		v = fieldByKey(v, name)
 		if listed && i < len(path)-1 {
 			v = g.entry(v.Type().Elem(), false)
@@ -477,7 +495,7 @@ func (g *gen) writeMapping(b *bytes.Buffer, t reflect.Type, v reflect.Value, pre
 		if r := g.byPath[k.Path]; r != nil && g.first[k.Path] {
 			writeComment(b, commentIndent, r.text)
 		} else if k.Section && r == nil {
-			if doc := g.docs[k.In.Name()+"."+k.Field.Name]; doc != "" {
+			if doc := g.docs[docKey(k.In, k.Field.Name)]; doc != "" {
 				writeComment(b, commentIndent, g.keyNames(k.In, doc))
 			}
 		}
