@@ -27,6 +27,7 @@ import (
 	"github.com/vigil-video/vigil/internal/client"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/doctor"
+	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/redact"
 	"github.com/vigil-video/vigil/internal/registry"
 )
@@ -329,6 +330,11 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	c, err := loadConfig(fs.Arg(0))
 	if err != nil {
 		return err
+	}
+	// The classes of streams' analytics are the models' own, which only
+	// the model files say.
+	if err := engines.CheckClasses(&c); err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d stream(s), %d model(s) defined)\n", fs.Arg(0), len(c.Streams), len(c.Models))
 	return nil

@@ -74,14 +74,18 @@ func addSpecFlags(fs *flag.FlagSet) *specFlags {
 	fs.Bool("loop", false, "restart a file at its end")
 	fs.String("open-timeout", "", "limit up to the first frame, e.g. 60s")
 	fs.String("stall-timeout", "", "limit between packets, e.g. 10s")
+	fs.String("analytics", "", "file holding one analytics: block (tracker, zones, lines; see docs/api.md); none removes it. A change of analytics alone applies without restarting the stream")
 	sf := &specFlags{fs: fs, labels: labelFlag{}}
 	fs.Var(sf.labels, "label", "key=value label (repeatable)")
 	return sf
 }
 
 // body returns the JSON fields of the flags given on the command line.
-func (sf *specFlags) body() map[string]any {
+// Errors: an --analytics file that does not load or is not valid
+// (*cli.BadInputError naming its field).
+func (sf *specFlags) body() (map[string]any, error) {
 	b := map[string]any{}
+	var err error
 	sf.fs.Visit(func(f *flag.Flag) {
 		g, ok := f.Value.(flag.Getter)
 		if !ok { // --label, collected below
@@ -99,12 +103,20 @@ func (sf *specFlags) body() map[string]any {
 			b["enabled"] = !get().(bool)
 		case "realtime", "loop":
 			b[f.Name] = get()
+		case "analytics":
+			if v := get().(string); v == "none" {
+				b["analytics"] = nil // removes it (a merge patch's null)
+			} else if a, aerr := config.LoadAnalytics(v); aerr != nil {
+				err = &cli.BadInputError{Err: fmt.Errorf("--analytics %w", aerr)}
+			} else {
+				b["analytics"] = a
+			}
 		}
 	})
 	if len(sf.labels) > 0 {
 		b["labels"] = map[string]string(sf.labels)
 	}
-	return b
+	return b, err
 }
 
 func cmdStreams(args []string, stdout, stderr io.Writer) error {
@@ -195,7 +207,10 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		}
 		return client.PrintStreams(stdout, *output, []api.Stream{s}, false)
 	case "add":
-		body := sf.body()
+		body, err := sf.body()
+		if err != nil {
+			return err
+		}
 		body["id"] = *id
 		var s api.Stream
 		if err := c.Do(ctx, http.MethodPost, "/v1/streams", body, &s); err != nil {
@@ -203,7 +218,10 @@ func cmdStreams(args []string, stdout, stderr io.Writer) error {
 		}
 		return client.PrintStreams(stdout, *output, []api.Stream{s}, false)
 	case "set":
-		body := sf.body()
+		body, err := sf.body()
+		if err != nil {
+			return err
+		}
 		if len(body) == 0 {
 			return &cli.BadInputError{Err: errors.New("streams set: give at least one field to change")}
 		}
@@ -263,9 +281,12 @@ func applyStreams(ctx context.Context, c *client.Client, file *config.Config, id
 		if err := c.Do(ctx, http.MethodPatch, path, replacePatch(want, cur.Spec), &out); err != nil {
 			return fmt.Errorf("changing %s: %w", id, err)
 		}
-		if out.Revision == cur.Revision {
+		switch d := cur.Spec.Diff(out.Spec); {
+		case out.Revision == cur.Revision:
 			fmt.Fprintf(stdout, "%s: unchanged\n", id)
-		} else {
+		case len(d) == 1 && d[0].Field == "analytics":
+			fmt.Fprintf(stdout, "%s: changed (analytics only: applied without a restart)\n", id)
+		default:
 			fmt.Fprintf(stdout, "%s: changed (it restarts)\n", id)
 		}
 	}
@@ -273,13 +294,12 @@ func applyStreams(ctx context.Context, c *client.Client, file *config.Config, id
 }
 
 // replacePatch is the JSON merge patch (RFC 7396) that turns stored into
-// want: want's fields, and null for every other field and for each label
-// want does not have (a merge patch merges objects, so a label is removed
-// only by naming it).
+// want: want's fields, and null for every other field and, inside the
+// objects both have (labels, analytics and its tracker), for each member
+// want does not have (a merge patch merges objects, so a member is
+// removed only by naming it). Arrays (zones, lines) are replaced whole.
 func replacePatch(want, stored registry.Spec) map[string]any {
-	b, _ := json.Marshal(want)
-	var p map[string]any
-	_ = json.Unmarshal(b, &p)
+	p, old := jsonObject(want), jsonObject(stored)
 	t := reflect.TypeFor[registry.Spec]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
@@ -288,12 +308,31 @@ func replacePatch(want, stored registry.Spec) map[string]any {
 		}
 	}
 	delete(p, "id") // the path names it; it cannot change
-	if labels, ok := p["labels"].(map[string]any); ok {
-		for k := range stored.Labels {
-			if _, keep := labels[k]; !keep {
-				labels[k] = nil
+	nullMissing(p, old)
+	return p
+}
+
+// nullMissing sets to null each member of old that p does not have, in
+// every object that both have, at any depth.
+func nullMissing(p, old map[string]any) {
+	for k, ov := range old {
+		pv, ok := p[k]
+		if !ok {
+			p[k] = nil
+			continue
+		}
+		if pm, ok := pv.(map[string]any); ok {
+			if om, ok := ov.(map[string]any); ok {
+				nullMissing(pm, om)
 			}
 		}
 	}
-	return p
+}
+
+// jsonObject is v as the JSON object it encodes to.
+func jsonObject(v any) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
 }

@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +45,10 @@ type Options struct {
 	Status func(id string) (pipeline.StatusSnapshot, bool)
 	// CheckModel validates a spec's model reference; nil accepts any.
 	CheckModel func(string) error
+	// Labels returns the class names of a model (engines.Labels), which
+	// the classes of a spec's analytics are checked against
+	// (registry.Spec.CheckClasses); nil: classes are not checked.
+	Labels func(model string) ([]string, error)
 	// NATS, when set, returns the state of the NATS connection that the
 	// registry (and every message vigil publishes) goes through. While it
 	// is down, reads answer from Known and writes fail at once (503).
@@ -274,12 +280,23 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 
 // decodeSpec decodes strictly: unknown fields are errors naming the field.
 func decodeSpec(b []byte, sp *registry.Spec) error {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(b, &top) == nil {
+		for _, k := range slices.Sorted(maps.Keys(top)) {
+			if !specFields[k] {
+				return &registry.FieldError{Field: k, Msg: "unknown field"}
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(sp); err != nil {
 		msg := err.Error()
 		if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-			return &registry.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+			// The top level's members were checked above, so this one is
+			// inside the one object of a spec with fields of its own,
+			// analytics (encoding/json names only the member).
+			return &registry.FieldError{Field: "analytics", Msg: fmt.Sprintf("unknown field %s", f)}
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -287,6 +304,11 @@ func decodeSpec(b []byte, sp *registry.Spec) error {
 				return &registry.FieldError{Msg: fmt.Sprintf("the body must be a JSON object, not %s", te.Value)}
 			}
 			return &registry.FieldError{Field: te.Field, Msg: fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind()), te.Value)}
+		}
+		if strings.Contains(msg, "is not a duration") {
+			// analytics.Duration's UnmarshalText: encoding/json does not
+			// say where.
+			return &registry.FieldError{Field: "analytics", Msg: msg}
 		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
@@ -329,6 +351,21 @@ func (s *Server) badSpec(w http.ResponseWriter, err error) {
 	writeErr(w, http.StatusBadRequest, "", err.Error())
 }
 
+// validate checks every field of sp (registry.Spec.Validate) and, with
+// Options.Labels, the classes its analytics name; it returns the first
+// problem as a *registry.FieldError.
+func (s *Server) validate(sp *registry.Spec) error {
+	if err := sp.Validate(s.o.CheckModel); err != nil {
+		return err
+	}
+	if s.o.Labels != nil {
+		if fe := sp.CheckClasses(s.o.Labels); fe != nil {
+			return fe
+		}
+	}
+	return nil
+}
+
 // allowed checks sp's URL against api.allowed_sources and, when refused,
 // answers 403 naming the field and logs it; it reports whether sp may be
 // stored.
@@ -352,7 +389,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.badSpec(w, err)
 		return
 	}
-	if err := sp.Validate(s.o.CheckModel); err != nil {
+	if err := s.validate(&sp); err != nil {
 		s.badSpec(w, err)
 		return
 	}
@@ -418,7 +455,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "id", "the id of a stream cannot change; delete and create instead")
 		return
 	}
-	if err := sp.Validate(s.o.CheckModel); err != nil {
+	if err := s.validate(&sp); err != nil {
 		s.badSpec(w, err)
 		return
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/vigil-video/vigil/analytics"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -110,7 +111,8 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 }
 
 // The Status schema documents exactly the members the API sends
-// (pipeline.StatusSnapshot), and the spec schema exactly registry.Spec's.
+// (pipeline.StatusSnapshot), and the spec schema exactly registry.Spec's,
+// its analytics block included.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	var doc struct {
 		Components struct {
@@ -121,7 +123,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
 	for schema, typ := range map[string]reflect.Type{"Status": reflect.TypeOf(pipeline.StatusSnapshot{}), "StreamSpec": reflect.TypeOf(registry.Spec{}),
-		"StreamList": reflect.TypeOf(api.StreamList{}), "NATSState": reflect.TypeOf(sinks.NATSState{})} {
+		"StreamList": reflect.TypeOf(api.StreamList{}), "NATSState": reflect.TypeOf(sinks.NATSState{}),
+		"Analytics": reflect.TypeOf(analytics.Config{}), "Tracker": reflect.TypeOf(analytics.Tracker{}),
+		"Zone": reflect.TypeOf(analytics.Zone{}), "Line": reflect.TypeOf(analytics.Line{})} {
 		var fields, documented []string
 		for i := 0; i < typ.NumField(); i++ {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")

@@ -71,6 +71,9 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if err := engines.OpenRuntime(&c); err != nil {
 		return err
 	}
+	if err := engines.CheckClasses(&c); err != nil {
+		return err
+	}
 	engs := engines.New(&c)
 	defer engs.CloseLogging(log) // last: the streams using them have stopped
 	devices, err := engines.PlacementDevices(&c)
@@ -206,6 +209,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
+			Labels: func(m string) ([]string, error) { return engines.Labels(&c, m) },
 			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {

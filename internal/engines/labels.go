@@ -1,8 +1,10 @@
 package engines
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,4 +56,24 @@ func Labels(c *config.Config, ref string) ([]string, error) {
 	}
 	labelsCache.Store(k, s.Labels)
 	return s.Labels, nil
+}
+
+// CheckClasses checks the classes that the analytics of each of the
+// config's streams name against the class names of the stream's model
+// (Labels, registry.Spec.CheckClasses): config.Parse cannot, since it does
+// not load models. It returns every problem as one *cli.BadInputError
+// naming each field ("streams[0].analytics.lines[0].classes[1]: ..."),
+// or nil.
+func CheckClasses(c *config.Config) error {
+	var p []string
+	for i, s := range c.Streams {
+		sp := c.Spec(s)
+		if fe := sp.CheckClasses(func(m string) ([]string, error) { return Labels(c, m) }); fe != nil {
+			p = append(p, fmt.Sprintf("streams[%d].%s", i, fe))
+		}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return cli.BadInput(errors.New(strings.Join(p, "; ")))
 }
