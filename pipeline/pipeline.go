@@ -221,8 +221,10 @@ type Analyzer interface {
 	// r.Height and r.Detections, whose TrackID and Zones it may set;
 	// r.StreamID and r.Epoch name the run. Frames dropped or skipped are
 	// never analyzed (a gap in PTS is a gap in time). It must not block
-	// for long nor keep r.
-	Analyze(r *Result)
+	// for long nor keep r. It reports whether it analyzed the frame
+	// (false while the stream has no analytics configured): only then is
+	// its time the result's StageTimes.Analytics.
+	Analyze(r *Result) bool
 	// Close ends the run: RunStream calls it once, after its worker has
 	// returned, however the stream ended (input end, failure,
 	// cancellation), and not at all when the worker never started.

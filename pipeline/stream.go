@@ -502,8 +502,9 @@ func (s *stream) work(ctx context.Context) {
 		}
 		if s.c.Analyzer != nil {
 			ta := time.Now()
-			s.c.Analyzer.Analyze(&res)
-			res.Stages.Analytics = time.Since(ta)
+			if s.c.Analyzer.Analyze(&res) {
+				res.Stages.Analytics = time.Since(ta)
+			}
 		}
 		res.Ready = time.Now()
 		t1 := time.Now()
