@@ -44,8 +44,8 @@ func undeliveredReason(err error) string {
 //     vigil_nats_reconnect_buffer_limit_bytes, the buffer's size;
 //   - vigil_nats_reconnects_total: successful reconnections;
 //   - vigil_nats_undelivered_messages_total{kind,reason}: messages that
-//     were not delivered (kind: detections, events, alerts; reason: the
-//     Undelivered* constants).
+//     were not delivered (kind: detections, events, alerts, analytics,
+//     counts; reason: the Undelivered* constants).
 //
 // Create them with NewNATSMetrics and pass them in NATSOptions; the
 // gauges read the sink that DialNATS returns (zero before it).
@@ -61,7 +61,7 @@ type NATSMetrics struct {
 func NewNATSMetrics(reg prometheus.Registerer) *NATSMetrics {
 	m := &NATSMetrics{Undelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_nats_undelivered_messages_total",
-		Help: "Messages not delivered to NATS, by kind (detections, events, alerts) and reason: buffer_full (refused while disconnected), discarded (held while disconnected, lost when the connection closed), closed, error.",
+		Help: "Messages not delivered to NATS, by kind (detections, events, alerts, analytics, counts) and reason: buffer_full (refused while disconnected), discarded (held while disconnected, lost when the connection closed), closed, error.",
 	}, []string{"kind", "reason"})}
 	state := func(f func(NATSState) float64) func() float64 {
 		return func() float64 {

@@ -24,6 +24,12 @@ const (
 	KindDetections = "detections" // one Message per processed frame
 	KindEvents     = "events"     // lifecycle events (pipeline.Event)
 	KindAlerts     = "alerts"     // rate-limited alerts (pipeline.Alert)
+	// KindAnalytics carries a stream's analytics events (tracks, zones,
+	// lines: schema vigil.analytics/v1), one message per event.
+	KindAnalytics = "analytics"
+	// KindCounts carries a stream's analytics counts (zone occupancy, line
+	// crossings: schema vigil.counts/v1), on change, at most once a second.
+	KindCounts = "counts"
 )
 
 // StreamSubject returns <prefix>.<streamID>.<kind>. streamID must be a
@@ -45,6 +51,22 @@ func Subject(prefix, streamID string) string { return StreamSubject(prefix, stre
 // same message still is.
 func MsgID(streamID, epoch string, seq uint64) string {
 	return streamID + "/" + epoch + "/" + strconv.FormatUint(seq, 10)
+}
+
+// AnalyticsMsgID returns an analytics event's Nats-Msg-Id,
+// <stream_id>/<epoch>/e<seq>: seq numbers the run's events (analytics.Event.Seq)
+// and the "e" keeps them apart from the frames' ids (MsgID), so a
+// JetStream stream with de-duplication keeps each event exactly once
+// across restarts, like frames.
+func AnalyticsMsgID(streamID, epoch string, seq uint64) string {
+	return streamID + "/" + epoch + "/e" + strconv.FormatUint(seq, 10)
+}
+
+// CountsMsgID returns a counts message's Nats-Msg-Id,
+// <stream_id>/<epoch>/c<version> (analytics.Counts.Version grows with
+// every change within a run).
+func CountsMsgID(streamID, epoch string, version uint64) string {
+	return streamID + "/" + epoch + "/c" + strconv.FormatUint(version, 10)
 }
 
 // NATSOptions configure a NATS sink.
@@ -243,7 +265,7 @@ func (s *NATS) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 func (s *NATS) Conn() *nats.Conn { return s.nc }
 
 // publish publishes m (one message of kind: KindDetections, KindEvents,
-// KindAlerts) and reports whether the client held it in its reconnect
+// KindAlerts, KindAnalytics, KindCounts) and reports whether the client held it in its reconnect
 // buffer instead of sending it (the connection is down: see NATS). Errors
 // come from the client (the reconnect buffer is full, the connection is
 // closed, the message is too large); each is counted in
@@ -296,7 +318,7 @@ func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 }
 
 // PublishStream publishes data (a JSON document) to
-// <prefix>.<streamID>.<kind> (KindEvents, KindAlerts) with header
+// <prefix>.<streamID>.<kind> (KindEvents, KindAlerts, ...) with header
 // Nats-Msg-Id <stream_id>/<kind>/<instance>/<n>: instance is new for every
 // connection vigil makes (pipeline.NewEpoch at DialNATS) and n counts this
 // connection's PublishStream messages from 1, so ids never repeat across
@@ -304,8 +326,15 @@ func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 // held (see NATS). Errors come from the client (closed connection,
 // reconnect buffer full).
 func (s *NATS) PublishStream(streamID, kind string, data []byte) error {
-	id := streamID + "/" + kind + "/" + s.instance + "/" + strconv.FormatUint(s.n.Add(1), 10)
-	msg := &nats.Msg{Subject: StreamSubject(s.prefix, streamID, kind), Header: nats.Header{"Nats-Msg-Id": []string{id}}, Data: data}
+	return s.PublishStreamID(streamID, kind, streamID+"/"+kind+"/"+s.instance+"/"+strconv.FormatUint(s.n.Add(1), 10), data)
+}
+
+// PublishStreamID is PublishStream with the caller's Nats-Msg-Id, for
+// messages that name themselves for good (AnalyticsMsgID, CountsMsgID):
+// a JetStream stream with de-duplication then keeps one copy of each
+// even when it is published again. Errors are PublishStream's.
+func (s *NATS) PublishStreamID(streamID, kind, msgID string, data []byte) error {
+	msg := &nats.Msg{Subject: StreamSubject(s.prefix, streamID, kind), Header: nats.Header{"Nats-Msg-Id": []string{msgID}}, Data: data}
 	_, err := s.publish(kind, msg)
 	return err
 }
@@ -387,6 +416,18 @@ var _ pipeline.Sink = (*JSONLines)(nil)
 
 // NewJSONLines returns a sink writing to w.
 func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{enc: json.NewEncoder(w)} }
+
+// WriteJSON writes v (an analytics event or counts, say) as one JSON line
+// between the results; errors come from encoding or the writer.
+func (s *JSONLines) WriteJSON(v any) error {
+	s.mu.Lock()
+	err := s.enc.Encode(v)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("writing a JSON line: %w", err)
+	}
+	return nil
+}
 
 // Publish implements pipeline.Sink; errors come from the writer.
 func (s *JSONLines) Publish(_ context.Context, r *pipeline.Result) error {
