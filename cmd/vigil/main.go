@@ -218,6 +218,10 @@ func cmdRun(args []string, stderr io.Writer) error {
 		if ep.API != "" {
 			fmt.Fprintf(stderr, "vigil: API %s/v1/streams; manage streams with: vigil streams ls --api %s\n", ep.API, ep.API)
 		}
+		if ep.MQTT != "" {
+			p := c.NATS.SubjectPrefix
+			fmt.Fprintf(stderr, "vigil: MQTT mqtt://%s; topics %s/<stream>/analytics, %[2]s/<stream>/counts, %[2]s/<stream>/detections\n", ep.MQTT, p)
+		}
 	})
 }
 

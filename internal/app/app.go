@@ -16,7 +16,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -42,6 +41,9 @@ type Endpoints struct {
 	NATS    string // NATS client URL
 	Metrics string // host:port of /metrics
 	API     string // base URL of the REST API, e.g. http://127.0.0.1:8080
+	// MQTT is the host:port of the embedded NATS server's MQTT listener
+	// (nats.mqtt.listen), "" when off.
+	MQTT string
 }
 
 // Run is `vigil run`. It starts the metrics endpoint, NATS (embedded with
@@ -149,7 +151,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 
 	ep.NATS = c.NATS.URL
 	if ep.NATS == "" {
-		ns, err := natsserver.Start(c.NATS.Listen, filepath.Join(c.DataDir, "jetstream"), natsToken)
+		o := natsserver.OptionsFrom(&c, natsToken)
+		ns, err := natsserver.StartOptions(o)
 		if err != nil {
 			return err
 		}
@@ -158,12 +161,24 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			return err
 		}
 		ep.NATS = ns.ClientURL()
-		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", filepath.Join(c.DataDir, "jetstream")),
+		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", o.StoreDir),
 			zap.Bool("auth", natsToken != ""))
 		if !config.Loopback(c.NATS.Listen) && natsToken == "" {
 			log.Warn("embedded NATS server open to the network without a token (nats.insecure: true): anyone who can "+
 				"reach it can read every detection, publish false ones, and read or rewrite the stream registry, camera "+
 				"credentials included; set nats.token_file", zap.String("listen", c.NATS.Listen))
+		}
+		if c.NATS.MQTT.Listen != "off" {
+			addr := natsserver.MQTTAddr(ns)
+			if err := boundAsConfigured("nats.mqtt.listen", c.NATS.MQTT.Listen, addr); err != nil {
+				return err
+			}
+			ep.MQTT = addr
+			// Topics are the subjects with / for . (vigil/<id>/analytics).
+			log.Info("embedded NATS MQTT listener", zap.String("url", "mqtt://"+addr), zap.Bool("auth", natsToken != ""))
+			if w := natsserver.MQTTWarning(o); w != "" {
+				log.Warn(w, zap.String("listen", c.NATS.MQTT.Listen))
+			}
 		}
 	}
 	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix,
@@ -205,6 +220,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, faults: decode.NewMetrics(reg), stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
 		decoders: engines.NewDecodePlacer(&c, len(devices)), known: map[string]registry.Entry{},
+		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{},
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {

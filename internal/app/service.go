@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,12 @@ type service struct {
 	// NVDEC (device i for devices[i]) or the CPU (device len(devices)).
 	decoders *pipeline.Placer
 
+	// analytics are the analytics' metrics; analyzers the analyzer of
+	// each running stream, to which a change of its analytics alone is
+	// handed (hot reload). The watch goroutine only.
+	analytics *analyticsMetrics
+	analyzers map[string]*streamAnalytics
+
 	mu         sync.Mutex
 	known      map[string]registry.Entry // the registry as last read, for the API while NATS is down
 	priorities map[string]string         // stream id -> priority, for degradation
@@ -64,9 +71,7 @@ func (s *service) reconcile(ch registry.Change) {
 		delete(s.degraded, ch.ID)
 		s.mu.Unlock()
 		if s.sup.Remove(ch.ID) {
-			s.stats.Remove(ch.ID)
-			s.metrics.Forget(ch.ID)
-			s.faults.Forget(ch.ID)
+			s.forget(ch.ID)
 			s.log.Info("stream removed", zap.String("stream", ch.ID))
 		}
 		s.unplace(ch.ID)
@@ -77,20 +82,67 @@ func (s *service) reconcile(ch registry.Change) {
 	s.known[sp.ID] = registry.Entry{Spec: sp, Revision: ch.Revision}
 	s.priorities[sp.ID] = sp.Priority
 	s.mu.Unlock()
-	// The version changes exactly when the spec does. A Spec decoded from
-	// the bucket's JSON always encodes again (it holds no NaN or Inf).
-	version, _ := json.Marshal(sp)
+	version := s.version(sp)
 	if !sp.IsEnabled() {
-		if s.sup.Apply(sp.ID, string(version), nil) {
-			s.stats.Remove(sp.ID)
-			s.metrics.Forget(sp.ID)
-			s.faults.Forget(sp.ID)
+		if s.sup.Apply(sp.ID, version, nil) {
+			s.forget(sp.ID)
 			s.log.Info("stream disabled", zap.String("stream", sp.ID))
 		}
 		s.unplace(sp.ID)
 		return
 	}
-	s.start(sp, string(version))
+	s.start(sp, version)
+}
+
+// forget drops what the service keeps of a stream that stopped for good
+// (removed or disabled): its metrics, progress numbers and analyzer.
+func (s *service) forget(id string) {
+	s.stats.Remove(id)
+	s.metrics.Forget(id)
+	s.faults.Forget(id)
+	s.analytics.forget(id)
+	delete(s.analyzers, id)
+}
+
+// version is what the supervisor restarts a stream on: the spec's JSON
+// without its analytics, which are applied to the running stream instead
+// (reloadAnalytics). Analytics that are not valid for the stream's model
+// (a bucket written by other means than the API, a model file replaced)
+// are part of it: the stream restarts and fails in build, naming the
+// field. A Spec decoded from the bucket's JSON always encodes again (it
+// holds no NaN or Inf).
+func (s *service) version(sp registry.Spec) string {
+	if sp.Analytics != nil && s.analyticsProblem(sp) == nil {
+		sp.Analytics = nil
+	}
+	b, _ := json.Marshal(sp)
+	return string(b)
+}
+
+// analyticsProblem returns the first problem of sp's analytics (geometry,
+// or a class its model does not have), or nil.
+func (s *service) analyticsProblem(sp registry.Spec) *registry.FieldError {
+	if sp.Analytics == nil {
+		return nil
+	}
+	for _, fe := range sp.Problems(nil) {
+		if strings.HasPrefix(fe.Field, "analytics") {
+			return fe
+		}
+	}
+	return sp.CheckClasses(func(m string) ([]string, error) { return engines.Labels(s.c, m) })
+}
+
+// reloadAnalytics hands a running stream's analyzer the analytics of sp
+// when they changed: the stream applies them before its next frame,
+// keeping its decoder, its run (epoch) and its tracks.
+func (s *service) reloadAnalytics(sp registry.Spec) {
+	a := s.analyzers[sp.ID]
+	if a == nil || !a.set(sp.Analytics) {
+		return
+	}
+	s.log.Info("stream analytics reconfigured without a restart", zap.String("stream", sp.ID),
+		zap.Bool("analytics", sp.Analytics != nil))
 }
 
 // knownEntries returns the registry as the service last read it (every
@@ -150,13 +202,13 @@ func (s *service) restartMoved(moves []pipeline.Move, what string, fields func(p
 			continue
 		}
 		s.log.Info("stream moved to rebalance "+what, append([]zap.Field{zap.String("stream", m.Stream)}, fields(m)...)...)
-		version, _ := json.Marshal(sp) // as in reconcile: it cannot fail
-		s.start(sp, string(version))
+		s.start(sp, s.version(sp))
 	}
 }
 
 // start (re)starts an enabled stream on its device; the device is part of
-// the version, so a move restarts the stream.
+// the version, so a move restarts the stream. A stream that keeps running
+// gets its analytics, which are not part of the version.
 func (s *service) start(sp registry.Spec, version string) {
 	dev, nvdec := s.c.Infer.Device, true
 	if s.placer != nil {
@@ -200,17 +252,23 @@ func (s *service) start(sp registry.Spec, version string) {
 				s.publishEvent(pipeline.Event{StreamID: sp.ID, Type: pipeline.EventRestored, Time: time.Now(), Reason: "reconfigured"})
 			}
 		}
+		return
 	}
+	s.reloadAnalytics(sp)
 }
 
 // build makes a stream's pipeline configuration from its spec. Errors (a
 // model that does not load, an invalid stored spec) fail that stream only.
 func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamConfig, error) {
+	delete(s.analyzers, sp.ID) // the previous run's, stopped
 	if err := sp.Validate(nil); err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", err)
 	}
 	if err := s.sources.Check(sp.URL); err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("url: %w (registered before the list changed? fix the url with `vigil streams set %s --url ...` or remove the stream)", err, sp.ID)
+	}
+	if fe := s.analyticsProblem(sp); fe != nil {
+		return pipeline.StreamConfig{}, fmt.Errorf("invalid stored spec: %w", fe)
 	}
 	pool := "" // isolation: high-priority streams get their own engine instance and gate
 	if sp.Priority == "high" {
@@ -243,8 +301,10 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 		return pipeline.StreamConfig{}, err
 	}
 	s.stats.Register(sp.ID)
+	an := newStreamAnalytics(sp.ID, sp.Analytics, natsAnalytics{s.sink}, s.analytics, log)
+	s.analyzers[sp.ID] = an
 	return pipeline.StreamConfig{
-		ID: sp.ID, Labels: sp.Labels, Source: src, Engine: eng, Sink: s.sink, QueueSize: queue,
+		ID: sp.ID, Labels: sp.Labels, Source: src, Engine: eng, Sink: s.sink, Analyzer: an, QueueSize: queue,
 		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.Gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
