@@ -81,6 +81,12 @@ func TestBadRequestsLeaveRegistryUnchanged(t *testing.T) {
 		{"delete bad id", "DELETE", "/v1/streams/a.b", "", 400, "id"},
 		{"delete missing", "DELETE", "/v1/streams/nope", "", 404, "id"},
 		{"get bad id", "GET", "/v1/streams/%2e%2e", "", 400, "id"},
+		// Analytics (issue 15): geometry, names and classes, the classes
+		// read from the stream's model (BlazeFace: face).
+		{"self-intersecting zone", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","analytics":{"zones":[{"name":"z","polygon":[[0,0],[9,9],[9,0],[0,9]]}]}}`, 400, "analytics.zones[0].polygon"},
+		{"line with a == b", "PATCH", "/v1/streams/cam1", `{"analytics":{"lines":[{"name":"l","a":[5,5],"b":[5,5]}]}}`, 400, "analytics.lines[0].b"},
+		{"unknown class", "PATCH", "/v1/streams/cam1", `{"analytics":{"lines":[{"name":"l","a":[0,0],"b":[9,9],"classes":["person"]}]}}`, 400, "analytics.lines[0].classes[0]"},
+		{"zone name not a subject token", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","analytics":{"zones":[{"name":"a>b","polygon":[[0,0],[9,0],[9,9]]}]}}`, 400, "analytics.zones[0].name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, b := v.Call(tc.method, tc.path, tc.body)
