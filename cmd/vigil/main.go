@@ -40,7 +40,8 @@ const usage = `vigil - streaming video analytics: FFmpeg decode -> ONNX detector
 Usage:
   vigil run --config FILE          serve the streams in FILE (Ctrl-C stops)
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
-  vigil tail [flags]               print the detections a running vigil publishes
+                                   (--analytics FILE: tracks, zones and lines too)
+  vigil tail [flags]               print the detections (--analytics: events and counts) a running vigil publishes
   vigil streams COMMAND            manage a running vigil's streams: ls, get, add, set, rm, apply
   vigil shapes [flags]             each stream's resolution against its model's fixed input shape
   vigil doctor [flags]             health report from a running vigil's metrics
@@ -226,12 +227,13 @@ func cmdRun(args []string, stderr io.Writer) error {
 }
 
 func cmdDetect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] SOURCE", stderr)
+	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] [--analytics FILE] SOURCE", stderr)
 	model := fs.String("model", "blazeface", "model name (blazeface, blazeface-back, yolox-nano, or one from --config) or an .onnx path")
 	maxFrames := fs.Int("max-frames", 0, "stop after N frames (0: the whole source)")
 	cfgPath := fs.String("config", "", "optional config file for models, infer and log settings")
 	id := fs.String("id", "detect", "stream id written in the messages")
 	realtime := fs.Bool("realtime", false, "pace a file at its native frame rate")
+	analyticsFile := fs.String("analytics", "", "file holding one analytics: block (tracker, zones, lines): track objects and write events and counts as JSON lines too")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -244,7 +246,8 @@ func cmdDetect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stop()
-	return app.Detect(ctx, c, app.DetectOptions{Source: fs.Arg(0), Model: *model, MaxFrames: *maxFrames, StreamID: *id, Realtime: *realtime}, log, stdout)
+	return app.Detect(ctx, c, app.DetectOptions{Source: fs.Arg(0), Model: *model, MaxFrames: *maxFrames, StreamID: *id, Realtime: *realtime,
+		Analytics: *analyticsFile}, log, stdout)
 }
 
 // toolSetup prepares a one-shot command (detect, bench): the optional

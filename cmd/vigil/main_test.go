@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-video/vigil/analytics"
 	"github.com/vigil-video/vigil/internal/testenv"
+	"github.com/vigil-video/vigil/sinks"
 )
 
 // vigil runs the command in-process and returns its exit status and output.
@@ -346,3 +350,106 @@ streams:
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// vigil detect --analytics runs the analytics stage offline: on
+// testenv.FacePan (one face, always in view, crossing x 256 rightwards at
+// 2 s and 10 s and leftwards at 6 s and 14 s) every frame's results line,
+// with the face's track id, and between them the events and counts, each
+// line with its schema; one track from start to end, and the line crossed
+// exactly as the clip was made. A file that is not valid, or names a class
+// BlazeFace does not have, is bad input naming the field.
+func TestDetectAnalytics(t *testing.T) {
+	clip := testenv.FacePan(t)
+	file := writeConfig(t, `analytics:
+  zones:
+    - {name: right, polygon: [[256, 0], [512, 0], [512, 256], [256, 256]], classes: [face], anchor: center}
+  lines:
+    - {name: mid, a: [256, 256], b: [256, 0], classes: [face], anchor: center}
+`)
+	rc, out, stderr := vigil("detect", "--analytics", file, clip)
+	require.Equal(t, 0, rc, stderr)
+	schemas := map[string]*jsonschema.Schema{}
+	for name, doc := range map[string][]byte{"vigil.detections/v1": sinks.SchemaJSON, "vigil.analytics/v1": analytics.SchemaJSON,
+		"vigil.counts/v1": analytics.CountsSchemaJSON} {
+		d, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+		require.NoError(t, err)
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		require.NoError(t, c.AddResource("s.json", d))
+		schemas[name], err = c.Compile("s.json")
+		require.NoError(t, err)
+	}
+	bySchema := map[string]int{}
+	var crossings []string
+	var tracks []string
+	var lastCounts map[string]any
+	ids := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		schema, _ := m["schema"].(string)
+		bySchema[schema]++
+		if sc := schemas[schema]; sc != nil {
+			v, err := jsonschema.UnmarshalJSON(strings.NewReader(l))
+			require.NoError(t, err)
+			require.NoError(t, sc.Validate(v), l)
+		}
+		switch schema {
+		case "vigil.detections/v1":
+			for _, d := range m["detections"].([]any) {
+				if id, ok := d.(map[string]any)["track_id"].(string); ok {
+					ids[id] = true
+				}
+			}
+		case "vigil.analytics/v1":
+			switch m["type"] {
+			case "line_cross":
+				crossings = append(crossings, fmt.Sprintf("%s %s at %.0f s", m["line"], m["direction"], m["pts"]))
+			case "track_start", "track_end":
+				tracks = append(tracks, m["type"].(string))
+			}
+		case "vigil.counts/v1":
+			lastCounts = m
+		default:
+			t.Fatalf("a line without a known schema: %s", l)
+		}
+	}
+	require.Equal(t, 400, bySchema["vigil.detections/v1"], "every frame")
+	require.Len(t, ids, 1, "one face, one id: %v", ids)
+	require.Equal(t, []string{"track_start", "track_end"}, tracks)
+	require.Equal(t, []string{"mid in at 2 s", "mid out at 6 s", "mid in at 10 s", "mid out at 14 s"}, crossings)
+	require.NotNil(t, lastCounts)
+	line := lastCounts["lines"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{"face": 2.0}, line["in"])
+	require.Equal(t, map[string]any{"face": 2.0}, line["out"])
+
+	// With --max-frames, nothing of the frames after the last one written,
+	// but the track's end.
+	rc, out, stderr = vigil("detect", "--analytics", file, "--max-frames", "75", clip) // 3 s
+	require.Equal(t, 0, rc, stderr)
+	var kinds []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m struct{ Schema, Type, Line string }
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		if m.Schema == "vigil.analytics/v1" {
+			kinds = append(kinds, m.Type+m.Line)
+		}
+	}
+	require.Equal(t, 75, strings.Count(out, `"schema":"vigil.detections/v1"`))
+	// The zone's entry (after its inertia of 3 frames) and the crossing
+	// (beyond a margin of a tenth of the box) come a frame or two apart,
+	// in either order.
+	require.ElementsMatch(t, []string{"track_start", "line_crossmid", "zone_enter", "zone_exit", "track_end"}, kinds)
+	require.Equal(t, "track_start", kinds[0])
+	require.Equal(t, []string{"zone_exit", "track_end"}, kinds[3:], "the stream's end ends the track, leaving the zone first")
+
+	for _, tc := range []struct{ body, want string }{
+		{"analytics:\n  zones:\n    - {name: z, polygon: [[0, 0], [9, 9], [9, 0], [0, 9]]}\n", "analytics.zones[0].polygon"},
+		{"analytics:\n  lines:\n    - {name: l, a: [0, 0], b: [9, 9], classes: [person]}\n", `analytics.lines[0].classes[0]: "person": not a class of the model`},
+	} {
+		rc, _, stderr := vigil("detect", "--analytics", writeConfig(t, tc.body), clip)
+		require.Equal(t, 2, rc, stderr)
+		require.Contains(t, stderr, tc.want)
+		require.Equal(t, 1, strings.Count(strings.TrimRight(stderr, "\n"), "\n")+1, "one line: %q", stderr)
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -26,25 +24,7 @@ import (
 	"github.com/vigil-video/vigil/sinks"
 )
 
-// panClip makes, with the ffmpeg CLI, a 16 s clip at 25 fps of a real
-// face moving: the astronaut of astronaut.png (BlazeFace finds her face in
-// every frame: infer's TestBlazeFaceAstronaut) cut to 256×256 around her
-// face and slid along a sine over a grey 512×256 canvas, so that the
-// centre of her face goes from x 128 to 384 and back every 8 s: it
-// crosses x 256 rightwards at 2 s and 10 s and leftwards at 6 s and 14 s,
-// and x 300 rightwards at about 2.7 s and 10.7 s. Its y stays at 128.
-func panClip(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "pan.mp4")
-	cmd := exec.Command("ffmpeg", "-v", "error", "-y", "-loop", "1", "-i", testenv.Media(t, "astronaut.png"), "-filter_complex",
-		"[0]crop=256:256:97:0[t];color=c=gray:s=512x256:r=25[bg];[bg][t]overlay=x='128-128*cos(2*PI*t/8)':y=0:shortest=1,format=yuv420p",
-		"-t", "16", "-c:v", "libx264", "-preset", "veryfast", out)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "ffmpeg: %s", b)
-	return out
-}
-
-// panAnalytics are the analytics of the pan clip's stream: a zone over the
+// panAnalytics are the analytics of testenv.FacePan's stream: a zone over the
 // right half and a line down the middle, drawn upwards (a at the bottom),
 // so that "in" is left to right; both test the centre of the face box.
 const panAnalytics = `{"zones":[{"name":"right","polygon":[[256,0],[512,0],[512,256],[256,256]],"classes":["face"],"anchor":"center"}],` +
@@ -137,7 +117,7 @@ func crossed(events []analytics.Event, line string, dir analytics.Direction) boo
 }
 
 // `vigil run` with a zone and a line on a real RTSP camera (the
-// gst-rtsp-server test camera serving panClip): detection messages carry
+// gst-rtsp-server test camera serving testenv.FacePan): detection messages carry
 // track ids and zones and are schema-valid; events (track_start,
 // zone_enter, line_cross both ways) come on vigil.<id>.analytics and to an
 // MQTT client on vigil/<id>/analytics (nats.mqtt.listen); counts come on
@@ -150,7 +130,7 @@ func crossed(events []analytics.Event, line string, dir analytics.Direction) boo
 // and a re-sent event is dropped as a duplicate.
 func TestAnalyticsEndToEnd(t *testing.T) {
 	detSchema, evSchema, countsSchema := schemas(t)
-	srv := rtsptest.Start(t, rtsptest.EncodeH264(t, panClip(t), 0), rtsptest.Options{Loop: true})
+	srv := rtsptest.Start(t, rtsptest.EncodeH264(t, testenv.FacePan(t), 0), rtsptest.Options{Loop: true})
 	dir := t.TempDir()
 	const body = `nats: {listen: "127.0.0.1:0", mqtt: {listen: "127.0.0.1:0"}}`
 	v := vigiltest.Start(t, dir, body)
