@@ -268,13 +268,14 @@ func toolSetup(cfgPath string, stderr io.Writer) (config.Config, *zap.Logger, co
 }
 
 func cmdTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tail", "tail [--stream ID] [--nats URL] [--token-file FILE] [--bucket NAME] [--count N] [--json] [--quiet D]", stderr)
+	fs := newFlags("tail", "tail [--stream ID] [--analytics] [--nats URL] [--token-file FILE] [--bucket NAME] [--count N] [--json] [--quiet D]", stderr)
 	o := client.TailOptions{}
 	fs.StringVar(&o.Stream, "stream", "", "only this stream id (default: all streams)")
 	fs.StringVar(&o.URL, "nats", "nats://127.0.0.1:4222", "NATS server URL (the embedded server's default address)")
 	fs.StringVar(&o.Prefix, "prefix", "vigil", "subject prefix (nats.subject_prefix)")
 	fs.IntVar(&o.Count, "count", 0, "exit after N messages (0: until Ctrl-C)")
 	fs.BoolVar(&o.JSON, "json", false, "print raw JSON messages")
+	fs.BoolVar(&o.Analytics, "analytics", false, "print the analytics events and counts instead of the detections")
 	fs.StringVar(&o.Bucket, "bucket", registry.DefaultBucket, "stream registry bucket where --stream is looked up (nats.bucket)")
 	fs.DurationVar(&o.Quiet, "quiet", client.DefaultTailQuiet, "say so on stderr after this long without a message")
 	tokenFile := fs.String("token-file", "", "file holding the NATS token (nats.token_file of the vigil you watch)")

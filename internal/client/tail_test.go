@@ -57,3 +57,42 @@ func TestTailUnknownAndQuietStreams(t *testing.T) {
 	require.Equal(t, 2, strings.Count(out.String(), "cam "))
 	require.Empty(t, notes.String())
 }
+
+// vigil tail --analytics prints a running stream's analytics events and
+// counts readably; without it, detection lines show each tracked
+// detection's track (#n) and zones.
+func TestTailAnalytics(t *testing.T) {
+	v := vigiltest.Start(t, t.TempDir(), "")
+	// testenv.FacePan: one face crossing x 256 rightwards 2 s into the
+	// clip, played in real time.
+	spec := `{"id":"pan","url":"` + testenv.FacePan(t) + `","realtime":true,"analytics":` +
+		`{"zones":[{"name":"right","polygon":[[256,0],[512,0],[512,256],[256,256]],"anchor":"center"}],` +
+		`"lines":[{"name":"mid","a":[256,256],"b":[256,0],"anchor":"center"}]}}`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	notes := vigiltest.NewLockedWriter()
+	go func() {
+		// Up to the crossing: the counts before it, the track's start,
+		// the zone's entry and the crossing (a frame apart, in either
+		// order) and the counts after them.
+		done <- client.Tail(ctx, client.TailOptions{URL: v.EP.NATS, Analytics: true, Count: 5, Notes: notes, Quiet: 50 * time.Millisecond}, &out)
+	}()
+	// A quiet note comes once tail has subscribed: the stream added after
+	// it cannot publish before.
+	testenv.Eventually(t, func() bool { return strings.Contains(notes.String(), "vigil.*.analytics or vigil.*.counts") },
+		20*time.Second, 20*time.Millisecond, "tail subscribed")
+	code, b := v.Call("POST", "/v1/streams", spec)
+	require.Equal(t, http.StatusCreated, code, string(b))
+	require.NoError(t, <-done)
+	lines := out.String()
+	t.Log("\n" + lines)
+	require.Regexp(t, `(?m)^pan +counts v1 +zone right: 0  line mid: in 0, out 0$`, lines)
+	require.Regexp(t, `(?m)^pan +pts +[0-9.]+ s  track_start +face#1 \[`, lines)
+	require.Regexp(t, `(?m)^pan +pts +2\.[0-9]+ s  line_cross +mid in +face#1 \[`, lines)
+
+	out.Reset()
+	require.NoError(t, client.Tail(ctx, client.TailOptions{URL: v.EP.NATS, Stream: "pan", Count: 3}, &out))
+	require.Regexp(t, `face#1 0\.[0-9]+ \[[0-9]+,[0-9]+ [0-9]+,[0-9]+\]`, out.String())
+}
