@@ -307,8 +307,8 @@ func replacePatch(want, stored registry.Spec) map[string]any {
 			p[name] = nil
 		}
 	}
-	delete(p, "id") // the path names it; it cannot change
 	nullMissing(p, old)
+	delete(p, "id") // the path names it; it cannot change
 	return p
 }
 

@@ -216,3 +216,70 @@ nats: {listen: "127.0.0.1:0"}
 	require.NotContains(t, strings.SplitN(out, "\n", 3)[1], camErr)
 	require.Regexp(t, `(?m)^past error \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+, now running\): `+regexp.QuoteMeta(camErr)+`$`, out)
 }
+
+// vigil streams add|set --analytics FILE and streams apply carry a
+// stream's analytics: a bad file is bad input naming the field before
+// anything is sent, a class the model lacks is the API's 400 naming it,
+// a change of analytics alone is applied without a restart (the same
+// epoch), apply replaces the block whole (the tracker settings the file no
+// longer has are gone) and says so, and --analytics none removes it.
+func TestStreamsAnalyticsCLI(t *testing.T) {
+	ep := runVigil(t, `
+api: {listen: "127.0.0.1:0"}
+metrics: {listen: "off"}
+nats: {listen: "127.0.0.1:0"}
+`)
+	streams := func(args ...string) (int, string, string) {
+		return vigil(append([]string{"streams"}, append(args, "--api", ep.API)...)...)
+	}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		return p
+	}
+	clip := testenv.FacePan(t)
+	stream := func(analytics string) string {
+		return write("vigil.yaml", "streams:\n  - id: pan\n    url: "+clip+"\n    realtime: true\n    loop: true\n    analytics:\n"+analytics)
+	}
+	get := func() api.Stream {
+		rc, out, errOut := streams("get", "pan", "-o", "json")
+		require.Equal(t, 0, rc, errOut)
+		var s api.Stream
+		require.NoError(t, json.Unmarshal([]byte(out), &s))
+		return s
+	}
+
+	cfg := stream("      tracker: {lost_after: 3s}\n      zones: [{name: right, polygon: [[256, 0], [512, 0], [512, 256]], classes: [face]}]\n")
+	rc, out, errOut := streams("apply", "--config", cfg)
+	require.Equal(t, 0, rc, errOut)
+	require.Equal(t, "pan: added\n", out)
+	var s api.Stream
+	testenv.Eventually(t, func() bool { s = get(); return s.Status != nil && s.Status.State == "running" }, 20*time.Second,
+		50*time.Millisecond, "pan running")
+	epoch := s.Status.Epoch
+	require.Equal(t, 3*time.Second, time.Duration(s.Analytics.Tracker.LostAfter))
+
+	rc, _, errOut = streams("set", "pan", "--analytics", write("bad.yaml", "analytics:\n  lines: [{name: l, a: [1, 1], b: [1, 1]}]\n"))
+	require.Equal(t, 2, rc)
+	require.Contains(t, errOut, "analytics.lines[0].b: [1 1]: the same point as a")
+	rc, _, errOut = streams("set", "pan", "--analytics", write("person.yaml", "analytics:\n  lines: [{name: l, a: [1, 1], b: [9, 9], classes: [person]}]\n"))
+	require.Equal(t, 2, rc)
+	require.Contains(t, errOut, "field analytics.lines[0].classes[0]")
+
+	cfg = stream("      lines: [{name: mid, a: [256, 256], b: [256, 0]}]\n")
+	rc, out, errOut = streams("apply", "--config", cfg)
+	require.Equal(t, 0, rc, errOut)
+	require.Equal(t, "pan: changed (analytics only: applied without a restart)\n", out)
+	s = get()
+	require.Zero(t, s.Analytics.Tracker, "the tracker settings the file dropped are gone")
+	require.Empty(t, s.Analytics.Zones)
+	require.Equal(t, "mid", s.Analytics.Lines[0].Name)
+
+	rc, _, errOut = streams("set", "pan", "--analytics", "none")
+	require.Equal(t, 0, rc, errOut)
+	s = get()
+	require.Nil(t, s.Analytics)
+	require.Equal(t, epoch, s.Status.Epoch, "no restart through all of it")
+	require.Equal(t, "running", string(s.Status.State))
+}
