@@ -1,5 +1,6 @@
 # vigil's Makefile is a menu: CI calls `make test` unchanged (.ci/run).
-#   make run     install what is missing, build, run the demo (configs/demo.yaml)
+#   make run     install what is missing, build, run the analytics demo: configs/demo-people.yaml
+#                (YOLOX-Nano, when setup could install it) or configs/demo-faces.yaml (BlazeFace)
 #   make test    install what is missing, vet, lint the tests, run every test with -race
 #   make setup   only install (Debian packages, Go if needed, ONNX Runtime, models, media)
 #   make build   only build bin/vigil
@@ -25,8 +26,18 @@ setup:
 build: setup
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/vigil
 
+# The demo tracks people crossing a line and standing in a zone when
+# YOLOX-Nano is in the models directory (where vigil looks: as
+# internal/assets, $VIGIL_CACHE_DIR, else $XDG_CACHE_HOME/vigil, else
+# ~/.cache/vigil), else faces in a zone. configs/demo.yaml is the same
+# service without analytics.
 run: build
-	./$(BIN) run --config configs/demo.yaml
+	@models="$${VIGIL_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/vigil}/models"; \
+	if [ -f "$$models/yolox_nano.onnx" ]; then cfg=configs/demo-people.yaml; \
+	else cfg=configs/demo-faces.yaml; \
+	  echo "make run: no yolox_nano.onnx in $$models (make setup downloads it when github.com answers): tracking faces, not people"; fi; \
+	echo "make run: $(BIN) run --config $$cfg; watch it with: $(BIN) tail --analytics"; \
+	exec ./$(BIN) run --config $$cfg
 
 # -p 1 keeps package test binaries from competing for the 2 CPUs of CI
 # machines; -race everywhere, as required.
