@@ -6,7 +6,9 @@
 //
 // # Using it
 //
-// One Stage per stream run, used from the stream's worker goroutine:
+// One Stage per stream run, used from the stream's worker goroutine (vigil
+// run and vigil detect --analytics do so in internal/app/analytics.go,
+// behind pipeline.Analyzer):
 //
 //	cfg := analytics.Config{ // or decoded from the spec's `analytics:` block
 //		Zones: []analytics.Zone{{Name: "door", Polygon: []analytics.XY{{100, 80}, {400, 80}, {400, 300}, {100, 300}},
