@@ -211,7 +211,7 @@ func (n natsAnalytics) counts(c *analytics.Counts, _ bool) error {
 // analyticsMetrics are the analytics' Prometheus collectors, shared by the
 // streams:
 //
-//   - vigil_analytics_zone_occupancy{stream,zone,class}: confirmed tracks
+//   - vigil_analytics_zone_occupancy_tracks{stream,zone,class}: confirmed tracks
 //     in a zone now, by class (updated with the counts messages);
 //   - vigil_analytics_line_crossings_total{stream,line,class,direction}:
 //     crossings of a line, by class and direction (in, out).
@@ -233,7 +233,7 @@ type analyticsNames struct{ zones, lines map[string]bool }
 func newAnalyticsMetrics(reg prometheus.Registerer) *analyticsMetrics {
 	m := &analyticsMetrics{
 		occupancy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vigil_analytics_zone_occupancy",
+			Name: "vigil_analytics_zone_occupancy_tracks",
 			Help: "Confirmed tracks in an analytics zone now, by class (updated with the counts messages, at most once a second).",
 		}, []string{"stream", "zone", "class"}),
 		crossings: prometheus.NewCounterVec(prometheus.CounterOpts{
