@@ -61,42 +61,11 @@ streams:
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var mu sync.Mutex
-	var msgs []*nats.Msg
-	var metricsURL string
-	var nc *nats.Conn
 	progress := vigiltest.NewLockedWriter()
-	done := make(chan error, 1)
-	subscribed := make(chan error, 1) // the callback runs on Run's goroutine: no require there
-	go func() {
-		done <- app.Run(ctx, c, zaptest.NewLogger(t), progress, func(ep app.Endpoints) {
-			metricsURL = "http://" + ep.Metrics + "/metrics"
-			var err error
-			if nc, err = nats.Connect(ep.NATS); err == nil {
-				_, err = nc.Subscribe("vigil.megamind.detections", func(m *nats.Msg) {
-					mu.Lock()
-					msgs = append(msgs, m)
-					mu.Unlock()
-				})
-			}
-			if err == nil {
-				err = nc.Flush()
-			}
-			subscribed <- err
-		})
-	}()
-	select {
-	case err := <-subscribed:
-		require.NoError(t, err)
-	case err := <-done:
-		t.Fatalf("vigil stopped before it was ready: %v", err)
-	}
-	defer nc.Close()
-	testenv.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(msgs) == 270
-	}, 60*time.Second, 50*time.Millisecond, "all 270 frames published")
+	r := runSubscribed(t, ctx, c, progress, "vigil.megamind.detections")
+	metricsURL := "http://" + r.ep.Metrics + "/metrics"
+	testenv.Eventually(t, func() bool { return len(r.messages()) == 270 }, 60*time.Second, 50*time.Millisecond, "all 270 frames published")
+	msgs := r.messages()
 
 	faces := 0
 	var epoch string
@@ -144,5 +113,61 @@ streams:
 	}
 	testenv.Eventually(t, func() bool { return strings.Contains(progress.String(), "megamind") }, 5*time.Second, 50*time.Millisecond, "a progress line for megamind")
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, r.wait())
 }
+
+// subscribedRun is an in-process `vigil run` whose detections on one
+// subject are collected from the moment it is ready, before any frame.
+type subscribedRun struct {
+	ep   app.Endpoints
+	done chan error
+	mu   sync.Mutex
+	msgs []*nats.Msg
+}
+
+// runSubscribed starts app.Run with c (progress lines to progress, which
+// may be nil) and, from its ready callback, subscribes to subject; it
+// returns once the subscription is in place, and fails t if vigil stops
+// before. The callback runs on Run's goroutine, so it reports to the test
+// goroutine rather than calling require itself.
+func runSubscribed(t *testing.T, ctx context.Context, c config.Config, progress io.Writer, subject string) *subscribedRun {
+	t.Helper()
+	r := &subscribedRun{done: make(chan error, 1)}
+	var nc *nats.Conn
+	subscribed := make(chan error, 1)
+	go func() {
+		r.done <- app.Run(ctx, c, zaptest.NewLogger(t), progress, func(ep app.Endpoints) {
+			r.ep = ep
+			var err error
+			if nc, err = nats.Connect(ep.NATS); err == nil {
+				_, err = nc.Subscribe(subject, func(m *nats.Msg) {
+					r.mu.Lock()
+					r.msgs = append(r.msgs, m)
+					r.mu.Unlock()
+				})
+			}
+			if err == nil {
+				err = nc.Flush()
+			}
+			subscribed <- err
+		})
+	}()
+	select {
+	case err := <-subscribed:
+		require.NoError(t, err)
+	case err := <-r.done:
+		t.Fatalf("vigil stopped before it was ready: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return r
+}
+
+// messages returns the messages received so far.
+func (r *subscribedRun) messages() []*nats.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
+}
+
+// wait returns Run's result once it has returned (after ctx ended).
+func (r *subscribedRun) wait() error { return <-r.done }

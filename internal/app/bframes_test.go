@@ -2,20 +2,16 @@ package app_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/internal/vigiltest"
-	"github.com/vigil-video/vigil/sinks"
 )
 
 // droppedSeries returns stream's vigil_frames_dropped_total series with a
@@ -51,21 +47,11 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 	v := vigiltest.Start(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 500ms}\n")
 	alerts := v.Alerts()
 	ev := v.Events("bcam")
-	var mu sync.Mutex
-	var msgs []sinks.Message
-	_, err := v.NC.Subscribe("vigil.bcam.detections", func(m *nats.Msg) {
-		var msg sinks.Message
-		if json.Unmarshal(m.Data, &msg) == nil {
-			mu.Lock()
-			msgs = append(msgs, msg)
-			mu.Unlock()
-		}
-	})
-	require.NoError(t, err)
+	msgs := v.Messages("bcam")
 	code, b := v.Call("POST", "/v1/streams", `{"id":"bcam","url":"`+srv.URL+`"}`)
 	require.Equal(t, http.StatusCreated, code, string(b))
 	// 8 s of frames: past the connect burst and several measuring windows.
-	testenv.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) >= 190 }, 90*time.Second, 20*time.Millisecond, "190 messages")
+	testenv.Eventually(t, func() bool { return msgs.Len() >= 190 }, 90*time.Second, 20*time.Millisecond, "190 messages")
 	// The alert loop sends a drop within a 250 ms tick: one second is four
 	// of them.
 	time.Sleep(time.Second)
@@ -92,10 +78,8 @@ func TestBFrameCameraIdleDropsNothing(t *testing.T) {
 	require.Equal(t, 1, n, "warned once: %v", ev.All())
 	v.WaitLogs(`"level":"warn".*"msg":"stream reorder delay","stream":"bcam"`)
 
-	mu.Lock()
-	defer mu.Unlock()
 	honest := 0
-	for _, m := range msgs {
+	for _, m := range msgs.All() {
 		require.GreaterOrEqual(t, m.LatencyMS.Decode, m.LatencyMS.Reorder, "reordering is part of decode")
 		if m.LatencyMS.Total > m.BudgetMS && !m.OverBudget {
 			honest++ // total from the packet's arrival; the budget after reordering

@@ -3,15 +3,11 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/vigil-video/vigil/internal/app"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/rtsptest"
 	"github.com/vigil-video/vigil/internal/testenv"
@@ -40,44 +36,12 @@ streams:
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var mu sync.Mutex
-	var msgs []*nats.Msg
-	var nc *nats.Conn
-	done := make(chan error, 1)
-	subscribed := make(chan error, 1) // the callback runs on Run's goroutine: no require there
-	go func() {
-		done <- app.Run(ctx, c, zaptest.NewLogger(t), nil, func(ep app.Endpoints) {
-			var err error
-			if nc, err = nats.Connect(ep.NATS); err == nil {
-				_, err = nc.Subscribe("vigil.street.detections", func(m *nats.Msg) {
-					mu.Lock()
-					msgs = append(msgs, m)
-					mu.Unlock()
-				})
-			}
-			if err == nil {
-				err = nc.Flush()
-			}
-			subscribed <- err
-		})
-	}()
-	select {
-	case err := <-subscribed:
-		require.NoError(t, err)
-	case err := <-done:
-		t.Fatalf("vigil stopped before it was ready: %v", err)
-	}
-	testenv.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(msgs) >= 100
-	}, 90*time.Second, 100*time.Millisecond, "100 frames over RTSP")
+	r := runSubscribed(t, ctx, c, nil, "vigil.street.detections")
+	testenv.Eventually(t, func() bool { return len(r.messages()) >= 100 }, 90*time.Second, 100*time.Millisecond, "100 frames over RTSP")
 	cancel()
-	require.NoError(t, <-done)
-	nc.Close()
+	require.NoError(t, r.wait())
 
-	mu.Lock()
-	defer mu.Unlock()
+	msgs := r.messages()
 	var last uint64
 	for i, m := range msgs {
 		var v any

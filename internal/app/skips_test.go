@@ -3,18 +3,14 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/internal/doctor"
 	"github.com/vigil-video/vigil/internal/vigiltest"
-	"github.com/vigil-video/vigil/sinks"
 )
 
 // A stream with fps_limit skips frames on purpose: that is not a fault.
@@ -28,17 +24,7 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 	// from other load.
 	v := vigiltest.Start(t, t.TempDir(), "pipeline: {progress_interval: 0s, alert_interval: 500ms, budget_ms: 0}\n")
 	alerts := v.Alerts()
-	var mu sync.Mutex
-	var msgs []sinks.Message
-	_, err := v.NC.Subscribe("vigil.limited.detections", func(m *nats.Msg) {
-		var msg sinks.Message
-		if json.Unmarshal(m.Data, &msg) == nil {
-			mu.Lock()
-			msgs = append(msgs, msg)
-			mu.Unlock()
-		}
-	})
-	require.NoError(t, err)
+	msgs := v.Messages("limited")
 	// Megamind at 23.98 fps, admitted at 5 fps: about 4 of 5 frames skipped.
 	code, b := v.Call("POST", "/v1/streams", vigiltest.FileStream(t, "limited", "Megamind.avi", `,"fps_limit":5`))
 	require.Equal(t, http.StatusCreated, code, string(b))
@@ -71,14 +57,13 @@ func TestFPSLimitIsNotAFault(t *testing.T) {
 			require.Zero(t, vigiltest.MetricValue(t, v, `vigil_frames_dropped_total{reason="`+r+`",stage="`+stage+`",stream="limited"}`), r)
 		}
 	}
-	mu.Lock()
 	sumSkipped, sumDropped := 0, 0
-	for _, m := range msgs {
+	all := msgs.All()
+	for _, m := range all {
 		sumSkipped += m.SkippedSinceLast
 		sumDropped += m.DroppedSinceLast
 	}
-	n := len(msgs)
-	mu.Unlock()
+	n := len(all)
 	require.Positive(t, n)
 	require.Positive(t, sumSkipped, "messages carry skipped_since_last")
 	require.Zero(t, sumDropped, "and no dropped_since_last")

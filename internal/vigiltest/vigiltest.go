@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -299,6 +300,44 @@ func (fc *FrameCounter) Between(id string, from, to time.Time) int {
 		}
 	}
 	return n
+}
+
+// MessageLog collects a stream's detection messages (Messages).
+type MessageLog struct {
+	mu   sync.Mutex
+	msgs []sinks.Message
+}
+
+// Messages subscribes to stream id's detections and decodes each message
+// (one that does not decode is left out: tests that check the wire form
+// validate against the schema themselves).
+func (v *Vigil) Messages(id string) *MessageLog {
+	ml := &MessageLog{}
+	_, err := v.NC.Subscribe(sinks.Subject("vigil", id), func(m *nats.Msg) {
+		var msg sinks.Message
+		if json.Unmarshal(m.Data, &msg) == nil {
+			ml.mu.Lock()
+			ml.msgs = append(ml.msgs, msg)
+			ml.mu.Unlock()
+		}
+	})
+	require.NoError(v.t, err)
+	require.NoError(v.t, v.NC.Flush())
+	return ml
+}
+
+// All returns the messages received so far.
+func (ml *MessageLog) All() []sinks.Message {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return slices.Clone(ml.msgs)
+}
+
+// Len is the number of messages received so far.
+func (ml *MessageLog) Len() int {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return len(ml.msgs)
 }
 
 // FileStream is the JSON of a stream spec for the API: media (a file of
