@@ -6,12 +6,14 @@ import (
 	"sync"
 )
 
-// Placer assigns streams to devices (GPUs): a new stream goes to the least
-// loaded device (ties to the lowest index), a placed stream stays where it
-// is (sticky: moving one restarts it), and Rebalance, called when streams
-// are removed or reweighted, moves as few streams as it can to narrow the
-// spread. A stream's load is its weight (vigil run weighs every stream 1).
-// Safe for concurrent use.
+// Placer assigns streams to devices (GPUs, or decoders): a new stream goes
+// to the least loaded device (ties to the lowest index), a placed stream
+// stays where it is (sticky: moving one restarts it), and Rebalance, called
+// when streams are removed or reweighted, moves as few streams as it can to
+// narrow the spread. A stream's load is its weight: vigil run weighs every
+// stream 1 across GPUs, and by its pixel rate (width × height × frames per
+// second) between NVDEC and the CPU under hybrid decoding. Safe for
+// concurrent use.
 type Placer struct {
 	mu     sync.Mutex
 	load   []float64
@@ -19,6 +21,9 @@ type Placer struct {
 	where  map[string]int
 	weight map[string]float64
 	among  map[string][]int // PlaceAmong's allowed devices; absent: all
+	// margin and maxMoves: SetMoveRule's.
+	margin   float64
+	maxMoves int
 }
 
 // Move is one stream moved by Rebalance from device From to device To.
@@ -106,6 +111,30 @@ func (p *Placer) PlaceAmong(id string, weight float64, among []int) int {
 	return d
 }
 
+// SetMoveRule bounds what Rebalance does, so that streams whose weights
+// change a little never move back and forth. A move must gain more than
+// margin: with r(d) a device's load over its capacity, moving a stream of
+// weight w from d to t is made only when r(d) with half of the stream
+// still there exceeds r(t) with half of it already there by more than
+// margin (0.05: 5 % of a device's capacity; 0, the default, takes any
+// move that narrows the spread). The reverse move then has exactly the
+// opposite gap, so no move is undone until weights or streams change.
+// maxMoves caps the moves of one Rebalance call (0: no cap); each move
+// restarts a stream.
+func (p *Placer) SetMoveRule(margin float64, maxMoves int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.margin, p.maxMoves = max(margin, 0), max(maxMoves, 0)
+}
+
+// Weight returns the weight of a placed stream.
+func (p *Placer) Weight(id string) (float64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.weight[id]
+	return w, ok
+}
+
 // Device returns the device of a placed stream.
 func (p *Placer) Device(id string) (int, bool) {
 	p.mu.Lock()
@@ -130,16 +159,21 @@ func (p *Placer) Remove(id string) {
 // PlaceAmong allowed it), while a move lowers the sum over devices of
 // load²/capacity (for equal capacities: the sum of squared
 // loads, the spread). Moving a stream of weight w from device d to t
-// lowers it by (2w·load[d] - w²)/cap[d] - (2w·load[t] + w²)/cap[t]; of the
-// moves with a positive gain it takes the largest, so each restart buys as
-// much balance as it can; ties go to the smallest stream id, then the
-// lowest device, so the result does not depend on map order. The sum falls
-// with every move, so the loop ends. It returns the moves made.
+// lowers it by (2w·load[d] - w²)/cap[d] - (2w·load[t] + w²)/cap[t], which
+// is 2w times the gap of SetMoveRule's rule; of the moves with a gap over
+// the margin it takes the largest gain, so each restart buys as much
+// balance as it can; ties go to the smallest stream id, then the lowest
+// device, so the result does not depend on map order. The sum falls with
+// every move, so the loop ends; it also stops after SetMoveRule's
+// maxMoves. It returns the moves made.
 func (p *Placer) Rebalance() []Move {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var moves []Move
 	for range len(p.where) + 1 {
+		if p.maxMoves > 0 && len(moves) >= p.maxMoves {
+			break
+		}
 		best, bestID, bestTo := 1e-9, "", 0
 		for id, d := range p.where {
 			w := p.weight[id]
@@ -149,6 +183,9 @@ func (p *Placer) Rebalance() []Move {
 					continue
 				}
 				gain := out - (2*w*p.load[t]+w*w)/p.cap[t]
+				if gain <= 2*w*p.margin {
+					continue
+				}
 				if gain > best || (gain == best && bestID != "" && (id < bestID || id == bestID && t < bestTo)) {
 					best, bestID, bestTo = gain, id, t
 				}
@@ -172,3 +209,61 @@ func (p *Placer) Loads() []float64 {
 	defer p.mu.Unlock()
 	return slices.Clone(p.load)
 }
+
+// Reweigher gives a Placer the weights measured on running streams, with
+// hysteresis: a measurement replaces a stream's weight only when it and
+// the Confirm-1 measurements before it all differ from the weight by more
+// than the factor 1+Band, on the same side (all heavier or all lighter),
+// so that the jitter of a measured frame rate never reweighs a stream and a
+// real change (a camera switched from 720p to 1080p, from 15 to 30 fps)
+// does within Confirm measurements. Use it from one goroutine.
+type Reweigher struct {
+	// Band is the relative change that counts (0.2: 20 %; 0 or less:
+	// any change).
+	Band float64
+	// Confirm is how many measurements in a row must be outside the band
+	// (1 or less: one).
+	Confirm int
+	pending map[string]int // id -> measurements in a row outside the band, signed by side
+}
+
+// Observe records a measured weight (> 0; others are ignored) of stream id
+// on p and reports whether it replaced the stream's weight; a stream p has
+// not placed is ignored. The caller rebalances p after a change.
+func (r *Reweigher) Observe(p *Placer, id string, measured float64) bool {
+	cur, ok := p.Weight(id)
+	if !ok || !(measured > 0) {
+		return false
+	}
+	if r.pending == nil {
+		r.pending = map[string]int{}
+	}
+	band := 1 + max(r.Band, 0)
+	side := 0
+	switch {
+	case measured > cur*band:
+		side = 1
+	case measured*band < cur:
+		side = -1
+	}
+	n := r.pending[id]
+	if side == 0 || n*side < 0 { // inside the band, or turned the other way
+		n = 0
+	}
+	n += side
+	if n*side < max(r.Confirm, 1) {
+		r.pending[id] = n
+		return false
+	}
+	delete(r.pending, id)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d, ok := p.where[id]; ok {
+		p.load[d] += measured - p.weight[id]
+		p.weight[id] = measured
+	}
+	return true
+}
+
+// Forget drops what r holds of stream id (removed).
+func (r *Reweigher) Forget(id string) { delete(r.pending, id) }

@@ -149,3 +149,124 @@ func TestPlacerRebalanceRespectsAllowedDevices(t *testing.T) {
 		require.NotEqual(t, 0, m.To, "%s moved to device 0", m.Stream)
 	}
 }
+
+// SetMoveRule: a move must narrow the relative-load gap (measured with
+// half the stream on each side) by more than the margin, and one
+// Rebalance makes at most maxMoves moves.
+func TestPlacerMoveRule(t *testing.T) {
+	// Equal capacities of 100: moving a stream of 10 from a device at 40
+	// to one at 20 has the gap (40-5)/100 - (20+5)/100 = 0.10.
+	setup := func(margin float64) *pipeline.Placer {
+		p := pipeline.NewPlacerCapacity([]float64{100, 100})
+		p.SetMoveRule(margin, 0)
+		for i := range 8 {
+			require.Equal(t, i%2, p.Place(fmt.Sprint("s", i), 10))
+		}
+		p.Remove("s1")
+		p.Remove("s3")
+		require.Equal(t, []float64{40, 20}, p.Loads())
+		return p
+	}
+	require.Empty(t, setup(0.10).Rebalance(), "gap 0.10 is not more than the margin 0.10")
+	require.Len(t, setup(0.09).Rebalance(), 1, "gap 0.10 > 0.09")
+
+	// Sixteen streams of 5 on one device, nothing on the other: 8 moves
+	// even them out; with a cap of 3, a call makes 3.
+	many := func(maxMoves int) *pipeline.Placer {
+		p := pipeline.NewPlacerCapacity([]float64{100, 100})
+		p.SetMoveRule(0.01, maxMoves)
+		for i := range 32 {
+			p.Place(fmt.Sprint("s", i), 5)
+		}
+		for i := range 16 {
+			p.Remove(fmt.Sprint("s", 2*i+1)) // all of device 1
+		}
+		require.Equal(t, []float64{80, 0}, p.Loads())
+		return p
+	}
+	require.Len(t, many(0).Rebalance(), 8)
+	capped := many(3)
+	for _, want := range []int{3, 3, 2, 0} {
+		require.Len(t, capped.Rebalance(), want)
+	}
+	require.Equal(t, []float64{40, 40}, capped.Loads())
+}
+
+// Rebalance settles whatever the weights, capacities, margin and cap:
+// capped calls in a row reach a placement that moves nothing more (every
+// move narrows the spread, so none is undone), and no load is lost.
+func TestPlacerRebalanceSettles(t *testing.T) {
+	for seed := range 200 {
+		r := newLCG(uint64(seed))
+		devs := 2 + r.intn(3)
+		caps := make([]float64, devs)
+		for i := range caps {
+			caps[i] = float64(1 + r.intn(100))
+		}
+		p := pipeline.NewPlacerCapacity(caps)
+		p.SetMoveRule(float64(r.intn(10))/100, r.intn(3))
+		total := 0.0
+		for i := range 5 + r.intn(30) {
+			w := float64(1 + r.intn(50))
+			total += w
+			p.Place(fmt.Sprint("s", i), w)
+		}
+		for i := range 5 + r.intn(30) {
+			if r.intn(2) == 0 {
+				p.Remove(fmt.Sprint("s", i))
+			}
+		}
+		for range 10 { // a capped rebalance may need several calls
+			if len(p.Rebalance()) == 0 {
+				break
+			}
+		}
+		require.Empty(t, p.Rebalance(), "seed %d: a settled placer moves nothing more", seed)
+		sum := 0.0
+		for _, l := range p.Loads() {
+			sum += l
+		}
+		require.LessOrEqual(t, sum, total+1e-9, "seed %d", seed)
+	}
+}
+
+// Reweigher: a measured weight replaces the placed one only after
+// Confirm readings in a row outside the band, on the same side; readings
+// that jitter within the band, or cross it and come back, never do.
+func TestReweigherHysteresis(t *testing.T) {
+	p := pipeline.NewPlacerCapacity([]float64{100, 100})
+	p.Place("cam", 30)
+	rw := &pipeline.Reweigher{Band: 0.25, Confirm: 2}
+	for _, m := range []float64{31, 29, 36, 24.5, 30.5, 0, -1} { // within 25 %, or no reading
+		require.False(t, rw.Observe(p, "cam", m), "%v", m)
+	}
+	require.False(t, rw.Observe(p, "cam", 40), "first reading outside the band")
+	require.False(t, rw.Observe(p, "cam", 30), "back inside: starts over")
+	require.False(t, rw.Observe(p, "cam", 40))
+	require.False(t, rw.Observe(p, "cam", 20), "the other side: starts over")
+	require.True(t, rw.Observe(p, "cam", 20), "two lighter readings in a row")
+	w, _ := p.Weight("cam")
+	require.Equal(t, 20.0, w)
+	require.Equal(t, []float64{20, 0}, p.Loads())
+	require.False(t, rw.Observe(p, "cam", 24), "within the band of the new weight")
+	require.False(t, rw.Observe(p, "unplaced", 50))
+	rw.Observe(p, "cam", 90)
+	rw.Forget("cam")
+	require.False(t, rw.Observe(p, "cam", 90), "forgotten: starts over")
+
+	// A camera that alternates between two rates at every reading (720p
+	// and 1080p, say) is never reweighed, so never moved.
+	for i := range 20 {
+		require.False(t, rw.Observe(p, "cam", []float64{10, 45}[i%2]), "reading %d", i)
+	}
+}
+
+// lcg is a tiny deterministic generator for the randomised cases.
+type lcg struct{ s uint64 }
+
+func newLCG(seed uint64) *lcg { return &lcg{seed*6364136223846793005 + 1442695040888963407} }
+
+func (r *lcg) intn(n int) int {
+	r.s = r.s*6364136223846793005 + 1442695040888963407
+	return int((r.s >> 33) % uint64(n))
+}

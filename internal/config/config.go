@@ -213,8 +213,9 @@ type Decode struct {
 	// (experimental, docs/gpu.md), on the stream's GPU; auto falls back to
 	// the CPU per stream with one log line, cuda fails a stream that cannot
 	// use it. hybrid sends each stream to its GPU's NVDEC or to the CPU
-	// cores, whichever would be less loaded relative to its capacity
-	// (NVDECFPS, CPUFPS).
+	// cores, whichever would be less loaded relative to its capacity, each
+	// stream weighing its pixel rate (NVDECPixelRate, CPUPixelRate;
+	// docs/gpu.md, "Hybrid placement").
 	HWAccel string `yaml:"hwaccel"`
 	// NVDECMode is how NVDEC decodes H.264 and HEVC streams, direct or ffmpeg:
 	// direct drives NVIDIA's decoder (libnvcuvid.so.1) itself, with FFmpeg
@@ -227,20 +228,39 @@ type Decode struct {
 	// that ffmpeg carried ("Direct NVDEC end to end"), so ffmpeg stays the
 	// default until that is fixed.
 	NVDECMode string `yaml:"nvdec"`
-	// NVDECFPS is hybrid decoding's capacity of one GPU's NVDEC, in frames
-	// per second of your streams (`vigil bench --streams` with hwaccel cuda
-	// measures it: the processed fps of the best point); 0 takes 2150,
-	// measured on an H200 machine for 1080p30 H.264 at 6 Mbit/s. Measure it
-	// with all your GPUs: on the two-H200 test machines NVDEC carried no
-	// more than on the one-H200 ones (about 2,000 fps per host), and 1,200
-	// per GPU with cpu_fps 3600 carried the most streams
-	// (docs/performance.md).
+	// NVDECPixelRate is hybrid decoding's capacity of one GPU's NVDEC, in
+	// pixels per second (width × height × frames per second, summed over
+	// the streams it decodes). `vigil bench --streams` measures it on your
+	// machine and clips and prints the line to paste here. 0 takes
+	// nvdec_fps × 1920 × 1080 when nvdec_fps is set, else 4458240000
+	// (2,150 fps of 1080p, what one H200's NVDEC carried end to end through
+	// FFmpeg's hwaccel; docs/performance.md). Only the ratio to
+	// cpu_pixel_rate matters: it sets the share of the pixels each side
+	// decodes.
+	NVDECPixelRate float64 `yaml:"nvdec_pixel_rate"`
+	// CPUPixelRate is hybrid decoding's capacity of all CPU cores, in
+	// pixels per second (`vigil bench --streams` measures and prints it).
+	// 0 takes cpu_fps × 1920 × 1080 when cpu_fps is set, else 128563200 per
+	// core (62 fps of 1080p a core). Give hybrid less than the cores'
+	// decode-only figure: they also serve the NVDEC streams and the engine.
+	CPUPixelRate float64 `yaml:"cpu_pixel_rate"`
+	// NVDECFPS is deprecated: set nvdec_pixel_rate. It is read as frames
+	// of 1080p per second (nvdec_pixel_rate = nvdec_fps × 1920 × 1080),
+	// vigil logs the line to use instead at start, and setting both is an
+	// error.
 	NVDECFPS float64 `yaml:"nvdec_fps"`
-	// CPUFPS is hybrid decoding's capacity of all CPU cores, in frames per
-	// second (hwaccel none measures it); 0 takes 62 per core. Give hybrid
-	// less than the CPU-only figure: the cores also serve the NVDEC streams
-	// and the engine.
+	// CPUFPS is deprecated: set cpu_pixel_rate. It is read as frames of
+	// 1080p per second (cpu_pixel_rate = cpu_fps × 1920 × 1080), as
+	// nvdec_fps is.
 	CPUFPS float64 `yaml:"cpu_fps"`
+	// ReweighInterval is how often hybrid decoding reads each running
+	// stream's pixel rate (its frame size × frames decoded per second over
+	// the last 5 s) to reweigh it: a stream whose rate stays more than
+	// 25 % off its weight for two readings in a row takes the new weight,
+	// and streams then move between NVDEC and the CPU if that evens the
+	// load by more than 5 % of a side's capacity, at most 2 moves a
+	// reading (docs/gpu.md, "Hybrid placement"). 0s: never reweigh.
+	ReweighInterval Duration `yaml:"reweigh_interval"`
 	// HWSurfaces bounds the NVDEC frames per stream held downstream at once
 	// (queued or batched), 1 to 64: decoded surfaces are copied into a
 	// per-stream pool of device frames of this size (3.1 MB each at 1080p),
@@ -437,7 +457,7 @@ func Default() Config {
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"}},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
-		Decode: Decode{HWAccel: "none", NVDECMode: "ffmpeg", HWSurfaces: 8},
+		Decode: Decode{HWAccel: "none", NVDECMode: "ffmpeg", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
@@ -690,6 +710,20 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Decode.CPUFPS >= 0 && c.Decode.CPUFPS < 1e7) {
 		p.add("decode.cpu_fps", "%v: want 0 (default) or a positive rate in frames per second", c.Decode.CPUFPS)
+	}
+	for _, r := range []struct {
+		key, old  string
+		rate, fps float64
+	}{{"decode.nvdec_pixel_rate", "decode.nvdec_fps", c.Decode.NVDECPixelRate, c.Decode.NVDECFPS},
+		{"decode.cpu_pixel_rate", "decode.cpu_fps", c.Decode.CPUPixelRate, c.Decode.CPUFPS}} {
+		if !(r.rate >= 0 && r.rate < 1e13) { // 1e13: 4,800,000 fps of 1080p, no decoder's rate
+			p.add(r.key, "%v: want 0 (default) or a positive rate in pixels per second", r.rate)
+		} else if r.rate > 0 && r.fps > 0 {
+			p.add(r.old, "deprecated, and %s is set too: keep %s only", r.key, r.key)
+		}
+	}
+	if c.Decode.ReweighInterval.Duration < 0 || (c.Decode.ReweighInterval.Duration > 0 && c.Decode.ReweighInterval.Duration < 100*time.Millisecond) {
+		p.add("decode.reweigh_interval", "%s: want 0s (never) or at least 100ms", c.Decode.ReweighInterval)
 	}
 	if c.Decode.HWSurfaces < 1 || c.Decode.HWSurfaces > 64 {
 		p.add("decode.hw_surfaces", "%d: want 1 to 64", c.Decode.HWSurfaces)
@@ -999,4 +1033,25 @@ func (p problems) err() error {
 		return nil
 	}
 	return errors.New(strings.Join(p, "; "))
+}
+
+// ReferenceFramePixels is the frame size, 1920 × 1080, that the
+// deprecated decode.nvdec_fps and decode.cpu_fps count their frames in.
+const ReferenceFramePixels = 1920 * 1080
+
+// Deprecations returns one line per deprecated key the config sets, each
+// naming the key to use instead with the value it converts to, for the log
+// at start.
+func (c *Config) Deprecations() []string {
+	var out []string
+	for _, d := range []struct {
+		old, key string
+		fps      float64
+	}{{"nvdec_fps", "nvdec_pixel_rate", c.Decode.NVDECFPS}, {"cpu_fps", "cpu_pixel_rate", c.Decode.CPUFPS}} {
+		if d.fps > 0 {
+			out = append(out, fmt.Sprintf("decode.%s is deprecated: it is read as frames of 1920x1080 per second; write decode.%s: %.0f instead (vigil bench --streams measures it)",
+				d.old, d.key, d.fps*ReferenceFramePixels))
+		}
+	}
+	return out
 }

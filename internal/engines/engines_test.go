@@ -1,6 +1,7 @@
 package engines_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -66,18 +67,25 @@ func TestWithHW(t *testing.T) {
 	require.Equal(t, decode.NVDECDirect, o.NVDEC)
 }
 
-// Hybrid decoding's capacities default to the H200 figures
-// (docs/performance.md) and places streams in their proportion: with
-// NVDEC 200 fps per GPU and the CPU 100, 2 of 3 streams of one GPU go to
-// NVDEC.
+// Hybrid decoding's capacities, in pixels per second, default to the
+// H200 figures (docs/performance.md) converted at 1080p, take the
+// deprecated frame rates as frames of 1080p, and place streams in their
+// proportion: with NVDEC 200 fps per GPU and the CPU 100, 2 of 3 streams
+// of one GPU go to NVDEC. Streams weigh their pixel rate: one stream of
+// 4 × 1080p30 fills the NVDEC side as four of 1080p30 would.
 func TestDecodePlacement(t *testing.T) {
+	const p1080 = 1920 * 1080
 	c := config.Default()
 	nv, cpu := engines.HybridCapacity(&c)
-	require.Equal(t, 2150.0, nv)
-	require.Equal(t, 62*float64(runtime.NumCPU()), cpu)
+	require.Equal(t, 2150.0*p1080, nv)
+	require.Equal(t, 62*p1080*float64(runtime.NumCPU()), cpu)
 	require.Nil(t, engines.NewDecodePlacer(&c, 1), "no placer unless hybrid")
 	c.Decode.HWAccel = "hybrid"
 	c.Decode.NVDECFPS, c.Decode.CPUFPS = 200, 100
+	nv, cpu = engines.HybridCapacity(&c)
+	require.Equal(t, []float64{200 * p1080, 100 * p1080}, []float64{nv, cpu}, "deprecated keys: frames of 1080p")
+	require.Len(t, c.Deprecations(), 2)
+	require.Contains(t, c.Deprecations()[0], "decode.nvdec_pixel_rate: 414720000")
 	p := engines.NewDecodePlacer(&c, 1)
 	n := 0
 	for _, id := range []string{"a", "b", "c"} {
@@ -87,6 +95,31 @@ func TestDecodePlacement(t *testing.T) {
 	}
 	require.Equal(t, 2, n)
 	require.Equal(t, engines.PlaceDecoder(p, "a", 0, 1), engines.PlaceDecoder(p, "a", 0, 1), "sticky")
+
+	c.Decode.NVDECFPS, c.Decode.CPUFPS = 0, 0
+	c.Decode.NVDECPixelRate, c.Decode.CPUPixelRate = 8*engines.DefaultStreamPixelRate, 4*engines.DefaultStreamPixelRate
+	require.Empty(t, c.Deprecations())
+	q := engines.NewDecodePlacer(&c, 1)
+	big := engines.StreamPixelRate(3840, 2160, 30)
+	require.Equal(t, 4.0*engines.DefaultStreamPixelRate, big)
+	require.True(t, engines.PlaceDecoder(q, "4k", 0, 1))
+	r := engines.NewReweigher()
+	for range 2 { // two readings: the 4K stream's weight
+		r.Observe(q, "4k", big)
+	}
+	require.Equal(t, []float64{big, 0}, q.Loads())
+	got := map[bool]int{}
+	for i := range 6 {
+		got[engines.PlaceDecoder(q, fmt.Sprint("hd", i), 0, 1)]++
+	}
+	// NVDEC holds 8 units of 1080p30, the CPU 4, and the 4K stream is 4
+	// of NVDEC's: each HD stream goes where the relative load would be
+	// lower (ties to NVDEC), which ends at NVDEC 4+3 of 8 and CPU 3 of 4.
+	// Counting streams instead would have put 4 of the 6 on NVDEC.
+	require.Equal(t, map[bool]int{true: 3, false: 3}, got)
+	require.Equal(t, []float64{7 * engines.DefaultStreamPixelRate, 3 * engines.DefaultStreamPixelRate}, q.Loads())
+	require.Equal(t, 0.0, engines.StreamPixelRate(0, 1080, 30), "unknown size: no weight")
+	require.Equal(t, 0.0, engines.StreamPixelRate(1920, 1080, 0), "no frames yet: no weight")
 }
 
 func TestGPUChain(t *testing.T) {
