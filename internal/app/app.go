@@ -212,14 +212,17 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if len(devices) > 1 {
 		log.Info("placing streams across GPUs", zap.Ints("devices", devices))
 	}
+	for _, d := range c.Deprecations() {
+		log.Warn(d)
+	}
 	if c.Decode.HWAccel == "hybrid" {
 		nv, cpu := engines.HybridCapacity(&c)
-		log.Info("hybrid decoding: streams go to NVDEC or the CPU in proportion to capacity",
-			zap.Float64("nvdec_fps_per_gpu", nv), zap.Float64("cpu_fps", cpu))
+		log.Info("hybrid decoding: streams go to NVDEC or the CPU in proportion to capacity, each weighing its pixel rate",
+			zap.Float64("nvdec_pixel_rate_per_gpu", nv), zap.Float64("cpu_pixel_rate", cpu), zap.Duration("reweigh_interval", c.Decode.ReweighInterval.Duration))
 	}
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, faults: decode.NewMetrics(reg), stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
-		decoders: engines.NewDecodePlacer(&c, len(devices)), known: map[string]registry.Entry{},
+		decoders: engines.NewDecodePlacer(&c, len(devices)), reweigher: engines.NewReweigher(), known: map[string]registry.Entry{},
 		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{},
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
@@ -262,6 +265,13 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		defer wg.Done()
 		svc.alertLoop(ctx)
 	}()
+	if every := c.Decode.ReweighInterval.Duration; svc.decoders != nil && every > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			svc.reweighLoop(ctx, every)
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		svc.governorLoop(ctx)

@@ -45,8 +45,15 @@ type service struct {
 	devices []int
 	specs   map[string]registry.Spec
 	// decoders (decode.hwaccel hybrid only) puts each stream on its GPU's
-	// NVDEC (device i for devices[i]) or the CPU (device len(devices)).
-	decoders *pipeline.Placer
+	// NVDEC (device i for devices[i]) or the CPU (device len(devices)),
+	// weighing it by its pixel rate, which reweigher updates from the
+	// running streams (reweighLoop).
+	decoders  *pipeline.Placer
+	reweigher *pipeline.Reweigher
+	// placeMu serialises what changes placement: registry changes
+	// (reconcile, on the watch goroutine) and reweighing (reweighLoop).
+	// It guards placer, decoders, reweigher and specs.
+	placeMu sync.Mutex
 
 	// analytics are the analytics' metrics; analyzers the analyzer of
 	// each running stream, to which a change of its analytics alone is
@@ -64,6 +71,8 @@ type service struct {
 // reconcile applies one registry change; it runs on the watch goroutine,
 // so changes apply in bucket order.
 func (s *service) reconcile(ch registry.Change) {
+	s.placeMu.Lock()
+	defer s.placeMu.Unlock()
 	if ch.Spec == nil {
 		s.mu.Lock()
 		delete(s.known, ch.ID)
@@ -165,6 +174,7 @@ func (s *service) unplace(id string) {
 	s.placer.Remove(id)
 	if s.decoders != nil {
 		s.decoders.Remove(id)
+		s.reweigher.Forget(id)
 	}
 	delete(s.specs, id)
 	s.rebalance()
@@ -178,18 +188,77 @@ func (s *service) rebalance() {
 	}
 	s.restartMoved(s.placer.Rebalance(), "devices", func(m pipeline.Move) []zap.Field {
 		if s.decoders != nil {
-			s.decoders.Remove(m.Stream) // decoded on the new GPU's NVDEC or the CPU
+			// Decoded on the new GPU's NVDEC or the CPU, with the
+			// weight it had.
+			w, _ := s.decoders.Weight(m.Stream)
+			s.decoders.Remove(m.Stream)
+			s.decoders.PlaceAmong(m.Stream, w, []int{m.To, len(s.devices)})
 		}
 		return []zap.Field{zap.Int("from", s.devices[m.From]), zap.Int("to", s.devices[m.To])}
 	})
+	s.rebalanceDecoders()
+}
+
+// rebalanceDecoders (hybrid decoding) evens out NVDEC and CPU load
+// relative to capacity, each stream staying between its own GPU's NVDEC
+// and the CPU, within the placer's move rule (engines.NewDecodePlacer),
+// and restarts the streams it moves.
+func (s *service) rebalanceDecoders() {
 	if s.decoders == nil {
 		return
 	}
-	// Even out NVDEC and CPU load relative to capacity, each stream
-	// staying between its own GPU's NVDEC and the CPU.
 	s.restartMoved(s.decoders.Rebalance(), "decoders", func(m pipeline.Move) []zap.Field {
-		return []zap.Field{zap.String("to", decodeSide(m.To != len(s.devices)))}
+		w, _ := s.decoders.Weight(m.Stream)
+		return []zap.Field{zap.String("to", decodeSide(m.To != len(s.devices))), zap.Float64("pixel_rate", w)}
 	})
+}
+
+// reweighWindow is how long a stream must have run before its pixel rate
+// is read: the window of StatusSnapshot.FPSIn.
+const reweighWindow = 5 * time.Second
+
+// reweighLoop reads, every decode.reweigh_interval until ctx ends, each
+// running stream's pixel rate (hybrid decoding only; see reweigh).
+func (s *service) reweighLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.reweigh(time.Now())
+		}
+	}
+}
+
+// reweigh hands each stream's measured pixel rate (frame size × frames
+// decoded per second over the last 5 s, once it has run that long) to the
+// reweigher, then rebalances NVDEC and the CPU: a camera that switched
+// resolution or frame rate moves, or others move, if that evens the load
+// (engines.NewReweigher and NewDecodePlacer say by how much). Rebalancing
+// at every reading, not only after a change, lets an imbalance larger
+// than one rebalance's capped moves even out over the next readings, so
+// streams move at most that many per reading.
+func (s *service) reweigh(now time.Time) {
+	s.placeMu.Lock()
+	defer s.placeMu.Unlock()
+	if s.decoders == nil {
+		return
+	}
+	for id := range s.specs {
+		st, ok := s.sup.Status(id)
+		if !ok || st.State != pipeline.StateRunning || now.Sub(st.Since) < reweighWindow {
+			continue
+		}
+		was, _ := s.decoders.Weight(id)
+		rate := engines.StreamPixelRate(st.Width, st.Height, st.FPSIn)
+		if s.reweigher.Observe(s.decoders, id, rate) {
+			s.log.Info("stream reweighed for hybrid decoding", zap.String("stream", id), zap.Float64("pixel_rate", rate),
+				zap.Float64("was", was), zap.Int("width", st.Width), zap.Int("height", st.Height), zap.Float64("fps", st.FPSIn))
+		}
+	}
+	s.rebalanceDecoders()
 }
 
 // restartMoved logs ("stream moved to rebalance <what>") and restarts each
@@ -212,8 +281,9 @@ func (s *service) restartMoved(moves []pipeline.Move, what string, fields func(p
 func (s *service) start(sp registry.Spec, version string) {
 	dev, nvdec := s.c.Infer.Device, true
 	if s.placer != nil {
-		// Every stream weighs 1: a stream's real cost (resolution, rate,
-		// model) is not known before it runs.
+		// Across GPUs every stream weighs 1 (its inference cost depends
+		// little on its size); between NVDEC and the CPU it weighs its
+		// pixel rate, a default until measured (PlaceDecoder, reweigh).
 		gi := s.placer.Place(sp.ID, 1)
 		dev = s.devices[gi]
 		s.specs[sp.ID] = sp

@@ -38,9 +38,10 @@ type StreamsOptions struct {
 	// Model is the model name or path (default yolox-nano; the CLI passes
 	// its --model, default blazeface).
 	Model string
-	// FFmpeg is the ffmpeg CLI used for the decode-only ceilings (default
-	// "ffmpeg" on PATH; bin/ffmpeg-static from `make static` on GPU
-	// machines).
+	// FFmpeg, when set, is an ffmpeg CLI whose decode-only ceilings are
+	// measured too, after vigil's own, for comparison with the runs made
+	// before vigil measured its own (bin/ffmpeg-static from `make static`
+	// on GPU machines). Empty: not measured.
 	FFmpeg string
 	// Start, Step and Max give the stream counts tried: Start, Start+Step,
 	// ... up to Max.
@@ -49,31 +50,51 @@ type StreamsOptions struct {
 	Each, Warmup time.Duration
 	// Budget is the latency budget P99 must stay within.
 	Budget time.Duration
-	// CeilingFor is how long each decode-only ceiling runs (default 10 s).
+	// CeilingFor is how long each ceiling runs (default 10 s; the first
+	// ceilingSettle is start-up, not counted).
 	CeilingFor time.Duration
-	// NoCeilings skips the decode-only ceilings (quicker runs; no ratio is
-	// reported).
+	// NoCeilings skips the decode-only and engine ceilings (quicker runs;
+	// no ratio is reported).
 	NoCeilings bool
 }
 
-// Ceiling is one decode-only measurement: K parallel ffmpeg decodes of the
-// looped clip, their aggregate frames per second.
+// Ceiling is one decode-only measurement: Parallel decodes of the looped
+// clip at once, unpaced, with no inference, and their aggregate rate.
 type Ceiling struct {
-	Kind     string // "nvdec" or "cpu"
-	Parallel int    // ffmpeg processes run at once
+	Kind     string // KindNVDEC, KindCPU, KindFFmpegNVDEC or KindFFmpegCPU
+	Parallel int    // decodes (vigil's sources, or ffmpeg processes) run at once
 	FPS      float64
-	Err      error // the measurement could not run (no GPU, no ffmpeg)
+	// PixelRate is width × height × FPS, pixels per second (vigil's
+	// ceilings only; 0 for the ffmpeg CLI's).
+	PixelRate float64
+	Err       error // the measurement could not run (no GPU, no ffmpeg)
 }
 
 // StreamsResult is the largest stream count with P99 within the budget
-// and the decode ceilings it is compared with.
+// and the ceilings it is compared with.
 type StreamsResult struct {
 	Ceilings []Ceiling
-	Combined float64 // best NVDEC + best CPU ceiling, fps
-	// Together is the aggregate of the best NVDEC and the CPU decodes run
-	// at the same time (fps; 0 when either could not run): what the
-	// machine decodes when both kinds of decoder share its cores.
-	Together   float64
+	// Combined is the decode ceiling: vigil's direct-NVDEC decode-only
+	// rate plus its software one (all cores), measured apart, fps; the
+	// NVDEC part is 0 without a GPU.
+	Combined float64
+	// Together is the aggregate of vigil's NVDEC and CPU decodes run at
+	// the same time (fps; 0 when either could not run): what the machine
+	// decodes when both kinds of decoder share its cores.
+	Together float64
+	// EngineFPS is the engine ceiling: the detector alone on held frames
+	// (device-resident NVDEC frames on the GPU engine), images per second,
+	// all devices together; 0 when not measured.
+	EngineFPS float64
+	// NVDECPixelRate (one GPU) and CPUPixelRate (all cores) are the
+	// capacities for hybrid placement, pixels per second, decode only
+	// (measured together when both sides could run); 0 when not measured.
+	NVDECPixelRate, CPUPixelRate float64
+	// Bound is issue 16's acceptance bound, 0.9 × the smaller of Combined
+	// and EngineFPS (0 when either is missing), and Pass whether Best
+	// processed at least that.
+	Bound      float64
+	Pass       bool
 	Points     []SweepPoint
 	Best       SweepPoint // the largest load with P99 within the budget
 	DecoderMax float64    // highest NVML decoder utilisation seen, 0..1 (0: no NVML)
@@ -113,9 +134,6 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	}
 	if o.Model == "" {
 		o.Model = "yolox-nano"
-	}
-	if o.FFmpeg == "" {
-		o.FFmpeg = "ffmpeg"
 	}
 	if o.CeilingFor <= 0 {
 		o.CeilingFor = 10 * time.Second
@@ -164,7 +182,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 		}
 		return r, cli.BadInput(fmt.Errorf("--source: not a video vigil can decode: %w", err))
 	}
-	if !o.NoCeilings {
+	if !o.NoCeilings && o.FFmpeg != "" {
 		if _, err := exec.LookPath(o.FFmpeg); err != nil {
 			return r, cli.BadInput(fmt.Errorf("--ffmpeg %s: %w (the decode-only ceilings need the ffmpeg CLI)", o.FFmpeg, err))
 		}
@@ -209,17 +227,24 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 		fmt.Fprintf(out, "  devices %v: streams placed on the one with the fewest, each with its own engines and batcher%s\n", devs, noGPU)
 	}
 
-	// 1. Decode-only ceilings.
+	// 1. Decode-only ceilings: vigil's own, then the ffmpeg CLI's if asked.
 	if o.NoCeilings {
-		fmt.Fprintf(out, "  decode-only ceilings skipped\n")
-	} else if err := measureCeilings(ctx, o, devs, &r, out); err != nil {
-		if ctx.Err() != nil {
-			return r, &cli.InterruptedError{What: "while measuring the decode-only ceilings; vigil itself was not measured"}
+		fmt.Fprintf(out, "  decode-only and engine ceilings skipped\n")
+	} else {
+		err := measureVigilCeilings(ctx, &c, o, devs, &r, out)
+		if err == nil && o.FFmpeg != "" {
+			err = measureCeilings(ctx, o, devs, &r, out)
 		}
-		return r, err
-	} else if r.Combined == 0 {
-		// Every ffmpeg run failed: the ratios would be meaningless.
-		return r, fmt.Errorf("every decode-only ceiling failed (see the n/a lines); check --ffmpeg %s, or skip the ceilings with --ceiling 0", o.FFmpeg)
+		if err != nil {
+			if ctx.Err() != nil {
+				return r, &cli.InterruptedError{What: "while measuring the decode-only ceilings; vigil itself was not measured"}
+			}
+			return r, err
+		}
+		if r.Combined == 0 {
+			// Even software decoding failed: the ratios would be meaningless.
+			return r, errors.New("every decode-only ceiling failed (see the n/a lines); skip the ceilings with --ceiling 0")
+		}
 	}
 
 	// 2. vigil, rising N, with NVML's decoder utilisation sampled.
@@ -245,6 +270,19 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	for _, ch := range engs.ChoiceLines() {
 		fmt.Fprintf(out, "  engine: %s\n", ch)
 	}
+	// 2. The engine ceiling, on the engines the points use.
+	if !o.NoCeilings {
+		pe, pb := make([]pipeline.Engine, len(devs)), make([]*pipeline.Batcher, len(devs))
+		for k := range perDev {
+			pe[k], pb[k] = perDev[k].eng, perDev[k].batcher
+		}
+		if err := measureEngineCeiling(ctx, &c, o, devs, pe, pb, &r, out); err != nil {
+			return r, &cli.InterruptedError{What: "while measuring the engine ceiling; vigil itself was not measured"}
+		}
+		if r.Combined > 0 && r.EngineFPS > 0 {
+			r.Bound = 0.9 * min(r.Combined, r.EngineFPS)
+		}
+	}
 	hw := hwmon.Start(log)
 	sampleDec := func() float64 { return 0 }
 	if hw != nil {
@@ -253,19 +291,20 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 		reg.MustRegister(hw)
 		sampleDec = func() float64 { return familyGauge(reg, "vigil_gpu_decoder_utilization_ratio") }
 	}
-	// Hybrid decoding splits the streams by decode.nvdec_fps and
-	// decode.cpu_fps (config or defaults), which are vigil's own decode
-	// capacities. The ffmpeg ceilings above are not: the CLI runs one CUDA
-	// context per process, and its NVDEC ceiling (1,650 fps on the H200)
-	// stayed below what vigil's decoders, sharing one context, carried
-	// (2,176 fps in 72 streams).
+	// Hybrid decoding places the streams by the config's capacities
+	// (decode.nvdec_pixel_rate and decode.cpu_pixel_rate, or their
+	// defaults), as vigil run would: the ceilings above print measured
+	// ones to paste there, but the points measure the config as given.
 	nv, cpu := engines.HybridCapacity(&c)
 	if c.Decode.HWAccel == "hybrid" {
 		src := "defaults"
-		if c.Decode.NVDECFPS > 0 || c.Decode.CPUFPS > 0 {
+		if c.Decode.NVDECPixelRate > 0 || c.Decode.CPUPixelRate > 0 || c.Decode.NVDECFPS > 0 || c.Decode.CPUFPS > 0 {
 			src = "config"
 		}
-		fmt.Fprintf(out, "  hybrid decoding: streams split in proportion to decode.nvdec_fps %.0f per GPU : decode.cpu_fps %.0f (%s)\n", nv, cpu, src)
+		fmt.Fprintf(out, "  hybrid decoding: streams placed by pixel rate against decode.nvdec_pixel_rate %.0f per GPU : decode.cpu_pixel_rate %.0f (%s)\n", nv, cpu, src)
+		for _, d := range c.Deprecations() {
+			fmt.Fprintf(out, "  %s\n", d)
+		}
 	}
 	placement := newBenchPlacement(&c, devs)
 	placement.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return perDev[k].eng, perDev[k].batcher }
@@ -330,6 +369,9 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	}
 	if r.Best.Streams == 0 {
 		fmt.Fprintf(out, "result: not even %s within the budget\n", plural(o.Start, "stream"))
+		if !o.NoCeilings {
+			fmt.Fprintln(out, acceptanceLine(&r))
+		}
 		return r, nil
 	}
 	atLeast := ""
@@ -338,10 +380,13 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	}
 	vs := "no decode ceiling measured (--ceiling 0)"
 	if r.Combined > 0 {
-		vs = fmt.Sprintf("%.2f × the combined decode ceiling", r.Best.ProcessedFPS/r.Combined)
+		vs = fmt.Sprintf("%.2f × the decode ceiling (vigil's NVDEC + CPU decode-only, %.1f fps)", r.Best.ProcessedFPS/r.Combined, r.Combined)
 	}
 	if r.Together > 0 {
 		vs += fmt.Sprintf(", %.2f × both decoders run at once", r.Best.ProcessedFPS/r.Together)
+	}
+	if r.EngineFPS > 0 {
+		vs += fmt.Sprintf(", %.2f × the engine ceiling (%.1f fps)", r.Best.ProcessedFPS/r.EngineFPS, r.EngineFPS)
 	}
 	nvdec := "n/a (no NVML)"
 	if hw != nil {
@@ -354,71 +399,56 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	}
 	fmt.Fprintf(out, "result: %s%s within P99 %s: %.1f fps processed%s; NVDEC utilisation %s\n",
 		atLeast, plural(r.Best.Streams, "stream"), o.Budget, r.Best.ProcessedFPS, vs, nvdec)
+	fmt.Fprintln(out, acceptanceLine(&r))
 	return r, nil
 }
 
-// measureCeilings measures the decode-only ceilings into r (Ceilings,
-// Combined, Together) and prints them: NVDEC with 7 and 14 ffmpeg decodes
-// per GPU of devs (spread over them), software with one single-thread
-// decode per core, then the best NVDEC count and the software decodes at
-// the same time. A ceiling that
-// cannot run (no GPU) is printed as n/a. Errors: ctx.Err() when
-// interrupted (the ceilings are then not measurements).
+// measureCeilings measures the ffmpeg CLI's decode-only ceilings (--ffmpeg),
+// for comparison with vigil's own and with the runs made before them, and
+// prints them: NVDEC with NVDECSessionsPerGPU ffmpeg decodes per GPU of
+// devs (spread over them), software with one single-thread decode per
+// core. They go into r.Ceilings only (KindFFmpegNVDEC, KindFFmpegCPU),
+// not into the decode ceiling. A ceiling that cannot run (no GPU, an
+// ffmpeg that fails) is printed as n/a. Errors: ctx.Err() when interrupted.
 func measureCeilings(ctx context.Context, o StreamsOptions, devs []int, r *StreamsResult, out io.Writer) error {
-	g := len(devs)
 	runs := []struct {
-		kind string
-		k    int
-	}{{"nvdec", 7 * g}, {"nvdec", 14 * g}, {"cpu", runtime.NumCPU()}}
-	best, bestK := map[string]float64{}, map[string]int{}
+		kind, arg string
+		k         int
+	}{{KindFFmpegNVDEC, "nvdec", NVDECSessionsPerGPU * len(devs)}, {KindFFmpegCPU, "cpu", runtime.NumCPU()}}
 	for _, run := range runs {
-		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.kind, devs, run.k, o.CeilingFor)
+		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.arg, devs, run.k, o.CeilingFor)
 		if ctx.Err() != nil {
 			return ctx.Err() // interrupted: not a result to print
 		}
 		r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, FPS: fps, Err: err})
 		if err != nil {
-			fmt.Fprintf(out, "  decode-only %-5s x%-3d  n/a: %v\n", run.kind, run.k, err)
+			fmt.Fprintf(out, "  ffmpeg CLI decode-only %-5s x%-3d n/a: %v\n", run.arg, run.k, err)
 			continue
 		}
-		fmt.Fprintf(out, "  decode-only %-5s x%-3d  %8.1f fps\n", run.kind, run.k, fps)
-		if fps > best[run.kind] {
-			best[run.kind], bestK[run.kind] = fps, run.k
-		}
+		fmt.Fprintf(out, "  ffmpeg CLI decode-only %-5s x%-3d %9.1f fps (for comparison; not in the decode ceiling)\n", run.arg, run.k, fps)
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	r.Combined = best["nvdec"] + best["cpu"]
-	fmt.Fprintf(out, "  combined decode ceiling   %8.1f fps (best NVDEC %.1f + CPU %.1f)\n", r.Combined, best["nvdec"], best["cpu"])
-	// The two ceilings were measured apart, each with the whole machine;
-	// NVDEC decodes take CPU too (parsing, submission), so both at once
-	// may give less than their sum. Measure that as well.
-	if best["nvdec"] == 0 || best["cpu"] == 0 {
-		fmt.Fprintf(out, "  both at once               n/a: needs both ceilings\n")
-		return nil
-	}
-	kn := bestK["nvdec"]
-	var nvT, cpuT float64
-	var nvErr, cpuErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		nvT, nvErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "nvdec", devs, kn, o.CeilingFor)
-	}()
-	cpuT, cpuErr = ffmpegCeiling(ctx, o.FFmpeg, o.Source, "cpu", devs, runtime.NumCPU(), o.CeilingFor)
-	wg.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err := errors.Join(nvErr, cpuErr); err != nil {
-		fmt.Fprintf(out, "  both at once               n/a: %v\n", err)
-		return nil
-	}
-	r.Together = nvT + cpuT
-	fmt.Fprintf(out, "  both at once              %8.1f fps (NVDEC x%d %.1f + CPU x%d %.1f, run together)\n", r.Together, kn, nvT, runtime.NumCPU(), cpuT)
 	return nil
+}
+
+// acceptanceLine sets r.Pass and returns issue 16's acceptance line: the
+// best passing point's processed rate against 0.9 × the smaller of the
+// decode ceiling (vigil's NVDEC + CPU, measured apart) and the engine
+// ceiling, both from this run; "n/a" when either is missing.
+func acceptanceLine(r *StreamsResult) string {
+	if r.Bound == 0 {
+		why := "no engine ceiling"
+		if r.Combined == 0 {
+			why = "no decode ceiling"
+		}
+		return "acceptance: n/a (" + why + " measured)"
+	}
+	r.Pass = r.Best.Streams > 0 && r.Best.ProcessedFPS >= r.Bound
+	verdict, rel := "fails", "<"
+	if r.Pass {
+		verdict, rel = "passes", ">="
+	}
+	return fmt.Sprintf("acceptance: %.1f fps processed %s 0.9 × min(decode ceiling %.1f, engine ceiling %.1f) = %.1f: %s",
+		r.Best.ProcessedFPS, rel, r.Combined, r.EngineFPS, r.Bound, verdict)
 }
 
 // familyGauge returns the largest value of a gauge family in reg.

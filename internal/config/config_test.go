@@ -79,6 +79,9 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 		{"decode: {hwaccel: vaapi}\n", `decode.hwaccel: "vaapi": want auto, cuda, hybrid or none`},
 		{"decode: {nvdec: cuvid}\n", `decode.nvdec: "cuvid": want direct or ffmpeg`},
 		{"decode: {cpu_fps: -5}\n", "decode.cpu_fps: -5: want 0 (default) or a positive rate in frames per second"},
+		{"decode: {nvdec_pixel_rate: -1}\n", "decode.nvdec_pixel_rate: -1: want 0 (default) or a positive rate in pixels per second"},
+		{"decode: {cpu_pixel_rate: 2000000, cpu_fps: 100}\n", "decode.cpu_fps: deprecated, and decode.cpu_pixel_rate is set too: keep decode.cpu_pixel_rate only"},
+		{"decode: {reweigh_interval: 10ms}\n", "decode.reweigh_interval: 10ms: want 0s (never) or at least 100ms"},
 		{"decode: {hw_surfaces: 0}\n", "decode.hw_surfaces: 0: want 1 to 64"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "c.yaml")
