@@ -11,8 +11,10 @@
 //     graphs, copies, preprocessing, H2D bandwidth, GPU against CPU
 //     detections.
 //   - Streams (streams.go, `vigil bench --streams`): how many real-time
-//     streams a machine carries within the budget, against the decode-only
-//     ceilings of the ffmpeg CLI.
+//     streams a machine carries within the budget, against vigil's own
+//     decode-only ceilings (direct NVDEC, software; ceilings.go) and the
+//     engine ceiling (the detector alone on held frames), with the
+//     capacities hybrid placement takes.
 //
 // Sweep and Streams share a point's measurement (sweepPoint) and place
 // their streams as the service places them (place.go). Errors that are the

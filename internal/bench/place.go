@@ -27,7 +27,10 @@ type benchSlot struct {
 // benchPlacement places bench streams as vigil run places streams: each on
 // the device with the fewest streams (pipeline.Placer), and with hybrid
 // decoding on that GPU's NVDEC or on the CPU, in proportion to their
-// capacities (engines.NewDecodePlacer, engines.PlaceDecoder).
+// capacities in pixels per second (engines.NewDecodePlacer,
+// engines.PlaceDecoder). Every bench stream plays the same clip, so each
+// keeps the default weight: the split is the one the measured weights
+// would give.
 // CPU-decoded streams use one decoder thread each, as the CPU ceiling's
 // decodes do. Stream i's place depends only on streams 0..i-1, so every
 // point of a run places its first streams alike. Safe for concurrent use.
