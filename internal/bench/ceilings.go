@@ -183,7 +183,11 @@ func measureVigilCeilings(ctx context.Context, c *config.Config, o StreamsOption
 	}
 	r.Ceilings = append(r.Ceilings, nv, cpu)
 	r.Combined = nv.FPS + cpu.FPS
-	fmt.Fprintf(out, "  decode ceiling               %9.1f fps (NVDEC %.1f + CPU %.1f, measured apart)\n", r.Combined, nv.FPS, cpu.FPS)
+	if nv.Err != nil {
+		fmt.Fprintf(out, "  decode ceiling               %9.1f fps (the CPU's alone: no NVDEC ceiling)\n", r.Combined)
+	} else {
+		fmt.Fprintf(out, "  decode ceiling               %9.1f fps (NVDEC %.1f + CPU %.1f, measured apart)\n", r.Combined, nv.FPS, cpu.FPS)
+	}
 	// Both at once: NVDEC sessions take CPU too (demuxing, parsing,
 	// submission), so the two sides together may give less than their
 	// sum; hybrid decoding runs them together.

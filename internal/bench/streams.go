@@ -370,7 +370,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	if r.Best.Streams == 0 {
 		fmt.Fprintf(out, "result: not even %s within the budget\n", plural(o.Start, "stream"))
 		if !o.NoCeilings {
-			fmt.Fprintln(out, acceptanceLine(&r))
+			fmt.Fprintln(out, acceptanceLine(&r, true))
 		}
 		return r, nil
 	}
@@ -399,7 +399,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 	}
 	fmt.Fprintf(out, "result: %s%s within P99 %s: %.1f fps processed%s; NVDEC utilisation %s\n",
 		atLeast, plural(r.Best.Streams, "stream"), o.Budget, r.Best.ProcessedFPS, vs, nvdec)
-	fmt.Fprintln(out, acceptanceLine(&r))
+	fmt.Fprintln(out, acceptanceLine(&r, limited))
 	return r, nil
 }
 
@@ -416,6 +416,13 @@ func measureCeilings(ctx context.Context, o StreamsOptions, devs []int, r *Strea
 		k         int
 	}{{KindFFmpegNVDEC, "nvdec", NVDECSessionsPerGPU * len(devs)}, {KindFFmpegCPU, "cpu", runtime.NumCPU()}}
 	for _, run := range runs {
+		if run.kind == KindFFmpegNVDEC {
+			if err := cuda.Init(); err != nil {
+				r.Ceilings = append(r.Ceilings, Ceiling{Kind: run.kind, Parallel: run.k, Err: err})
+				fmt.Fprintf(out, "  ffmpeg CLI decode-only %-5s x%-3d n/a: no usable GPU here\n", run.arg, run.k)
+				continue
+			}
+		}
 		fps, err := ffmpegCeiling(ctx, o.FFmpeg, o.Source, run.arg, devs, run.k, o.CeilingFor)
 		if ctx.Err() != nil {
 			return ctx.Err() // interrupted: not a result to print
@@ -433,8 +440,11 @@ func measureCeilings(ctx context.Context, o StreamsOptions, devs []int, r *Strea
 // acceptanceLine sets r.Pass and returns issue 16's acceptance line: the
 // best passing point's processed rate against 0.9 × the smaller of the
 // decode ceiling (vigil's NVDEC + CPU, measured apart) and the engine
-// ceiling, both from this run; "n/a" when either is missing.
-func acceptanceLine(r *StreamsResult) string {
+// ceiling, both from this run; "n/a" when either is missing. limited says
+// whether a point failed; when none did and the best is under the bound,
+// --max-streams stopped the sweep first and the line says so instead of
+// failing.
+func acceptanceLine(r *StreamsResult, limited bool) string {
 	if r.Bound == 0 {
 		why := "no engine ceiling"
 		if r.Combined == 0 {
@@ -444,8 +454,11 @@ func acceptanceLine(r *StreamsResult) string {
 	}
 	r.Pass = r.Best.Streams > 0 && r.Best.ProcessedFPS >= r.Bound
 	verdict, rel := "fails", "<"
-	if r.Pass {
+	switch {
+	case r.Pass:
 		verdict, rel = "passes", ">="
+	case !limited:
+		verdict = "not decided: no point failed before --max-streams; raise it"
 	}
 	return fmt.Sprintf("acceptance: %.1f fps processed %s 0.9 × min(decode ceiling %.1f, engine ceiling %.1f) = %.1f: %s",
 		r.Best.ProcessedFPS, rel, r.Combined, r.EngineFPS, r.Bound, verdict)

@@ -140,3 +140,47 @@ func TestSweepPointSidesAddUp(t *testing.T) {
 	require.Positive(t, pt.OfferedFPS)
 	require.InDelta(t, pt.OfferedFPS, num(m[2])+num(m[4]), 0.11, pt.Breakdown)
 }
+
+// The acceptance line: 0.9 × the smaller ceiling, from this run; n/a
+// without either ceiling; a sweep that --max-streams stopped before any
+// point failed decides nothing when it is under the bound.
+func TestAcceptanceLine(t *testing.T) {
+	r := StreamsResult{Combined: 8000, EngineFPS: 6000, Bound: 0.9 * 6000, Best: SweepPoint{Streams: 200, ProcessedFPS: 5500}}
+	require.Equal(t, "acceptance: 5500.0 fps processed >= 0.9 × min(decode ceiling 8000.0, engine ceiling 6000.0) = 5400.0: passes", acceptanceLine(&r, true))
+	require.True(t, r.Pass)
+	r.Best.ProcessedFPS = 5000
+	require.Equal(t, "acceptance: 5000.0 fps processed < 0.9 × min(decode ceiling 8000.0, engine ceiling 6000.0) = 5400.0: fails", acceptanceLine(&r, true))
+	require.False(t, r.Pass)
+	require.Contains(t, acceptanceLine(&r, false), ": not decided: no point failed before --max-streams; raise it")
+	require.Equal(t, "acceptance: n/a (no engine ceiling measured)", acceptanceLine(&StreamsResult{Combined: 100}, true))
+	require.Equal(t, "acceptance: n/a (no decode ceiling measured)", acceptanceLine(&StreamsResult{}, true))
+}
+
+// vigil's own decode-only rate on the CPU: k looping sources of a real
+// clip, no inference, counted after the start-up; every source decodes in
+// software, and the pixel rate is the frame size times the frame rate.
+// Checked for structure, not speed.
+func TestDecodeRateCPU(t *testing.T) {
+	clip := testenv.Media(t, "Megamind.avi")
+	fps, pix, info, err := decodeRate(context.Background(), 2, ceilingSettle+time.Second, cpuOptions(clip))
+	require.NoError(t, err)
+	require.Greater(t, fps, 0.0)
+	require.InDelta(t, 720*528, pix/fps, 1, "Megamind is 720×528")
+	require.Len(t, info, 2)
+	for _, i := range info {
+		require.NotNil(t, i)
+		require.False(t, i.NVDEC)
+	}
+	// The NVDEC ceiling's note on sessions that did not decode directly.
+	require.Empty(t, notDirect([]*decode.Info{{NVDEC: true, Direct: true}, nil}))
+	require.Equal(t, " (1 of 2 sessions through FFmpeg's hwaccel: direct NVDEC takes H.264 and HEVC, not mpeg4)",
+		notDirect([]*decode.Info{{NVDEC: true, Direct: true}, {NVDEC: true, Codec: "mpeg4"}}))
+	require.Equal(t, " (2 of 2 sessions decoded on the CPU: NVDEC could not take mpeg4)", notDirect(info))
+
+	_, _, _, err = decodeRate(context.Background(), 1, ceilingSettle+time.Second, cpuOptions("/no/such/clip.mp4"))
+	require.Error(t, err, "a source that fails fails the ceiling")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, _, err = decodeRate(ctx, 1, time.Second, cpuOptions(clip))
+	require.ErrorIs(t, err, context.Canceled)
+}
