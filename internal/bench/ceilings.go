@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-video/vigil/decode"
-	"github.com/vigil-video/vigil/infer/gpu"
+	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/pipeline"
@@ -272,7 +272,10 @@ func measureEngineCeiling(ctx context.Context, c *config.Config, o StreamsOption
 	var wg sync.WaitGroup
 	where := ""
 	for k, dev := range devs {
-		_, onGPU := engs[k].(*gpu.Engine)
+		// Any engine but the CPU one runs on the GPU (the GPU engine, or
+		// whatever wraps it).
+		_, onCPU := engs[k].(*infer.Engine)
+		onGPU := !onCPU
 		frames, resident, err := heldFrames(ctx, c, o.Source, dev, onGPU)
 		if err != nil {
 			if ctx.Err() != nil {
