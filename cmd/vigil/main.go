@@ -344,6 +344,9 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err := engines.CheckClasses(&c); err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
+	for _, d := range c.Deprecations() { // valid, but say what to write instead
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Arg(0), d)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d stream(s), %d model(s) defined)\n", fs.Arg(0), len(c.Streams), len(c.Models))
 	return nil
 }

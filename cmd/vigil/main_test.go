@@ -453,3 +453,16 @@ func TestDetectAnalytics(t *testing.T) {
 		require.Equal(t, 1, strings.Count(strings.TrimRight(stderr, "\n"), "\n")+1, "one line: %q", stderr)
 	}
 }
+
+// check-config accepts the deprecated decode.nvdec_fps and cpu_fps, and
+// says on stderr what to write instead: the pixel rate at 1080p.
+func TestCheckConfigDeprecatedRates(t *testing.T) {
+	rc, out, stderr := vigil("check-config", writeConfig(t, "decode: {hwaccel: hybrid, nvdec_fps: 2000, cpu_fps: 1000}\n"))
+	require.Equal(t, 0, rc, stderr)
+	require.Contains(t, out, "ok")
+	require.Contains(t, stderr, "decode.nvdec_fps is deprecated: it is read as frames of 1920x1080 per second; write decode.nvdec_pixel_rate: 4147200000 instead")
+	require.Contains(t, stderr, "write decode.cpu_pixel_rate: 2073600000 instead")
+	rc, _, stderr = vigil("check-config", writeConfig(t, "decode: {nvdec_fps: 2000, nvdec_pixel_rate: 4147200000}\n"))
+	require.Equal(t, 2, rc)
+	require.Contains(t, stderr, "decode.nvdec_fps: deprecated, and decode.nvdec_pixel_rate is set too")
+}
