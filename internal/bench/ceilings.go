@@ -267,10 +267,10 @@ func measureEngineCeiling(ctx context.Context, c *config.Config, o StreamsOption
 			im.Release()
 		}
 	}()
-	ctx2, cancel := context.WithTimeout(ctx, o.CeilingFor)
-	defer cancel()
-	var wg sync.WaitGroup
+	// Every device's frames first, so that no caller runs while a later
+	// device's frames fail.
 	where := ""
+	perDev := make([][]pipeline.Image, len(devs))
 	for k, dev := range devs {
 		// Any engine but the CPU one runs on the GPU (the GPU engine, or
 		// whatever wraps it).
@@ -285,6 +285,7 @@ func measureEngineCeiling(ctx context.Context, c *config.Config, o StreamsOption
 			return nil
 		}
 		held = append(held, frames...)
+		perDev[k] = frames
 		where = "host frames, CPU engine"
 		if onGPU {
 			where = "host frames uploaded (NVDEC could not decode the clip)"
@@ -292,6 +293,11 @@ func measureEngineCeiling(ctx context.Context, c *config.Config, o StreamsOption
 				where = "device-resident NVDEC frames"
 			}
 		}
+	}
+	ctx2, cancel := context.WithTimeout(ctx, o.CeilingFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	for k, frames := range perDev {
 		for g := range callers {
 			wg.Add(1)
 			go func() {
