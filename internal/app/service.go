@@ -190,9 +190,10 @@ func (s *service) rebalance() {
 		if s.decoders != nil {
 			// Decoded on the new GPU's NVDEC or the CPU, with the
 			// weight it had.
-			w, _ := s.decoders.Weight(m.Stream)
-			s.decoders.Remove(m.Stream)
-			s.decoders.PlaceAmong(m.Stream, w, []int{m.To, len(s.devices)})
+			if w, ok := s.decoders.Weight(m.Stream); ok {
+				s.decoders.Remove(m.Stream)
+				s.decoders.PlaceAmong(m.Stream, w, []int{m.To, len(s.devices)})
+			}
 		}
 		return []zap.Field{zap.Int("from", s.devices[m.From]), zap.Int("to", s.devices[m.To])}
 	})
