@@ -173,6 +173,49 @@ func TestRealtimePacing(t *testing.T) {
 	require.Greater(t, last.Arrival.Sub(first.Arrival), span-300*time.Millisecond)
 }
 
+// A real-time file whose first frame is held for a while (a decoder slow
+// to start, as direct NVDEC's sessions were at 96 streams on 2026-12-01, or
+// a consumer slow to take it) starts its schedule again from there: the
+// frames after it keep their spacing instead of coming in a burst of every
+// frame missed, which a camera would never send.
+func TestRealtimeLateStartDoesNotBurst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := decode.New(decode.Options{URL: testenv.Media(t, "Megamind.avi"), Realtime: true})
+	require.NoError(t, err)
+	const hold, window = 1500 * time.Millisecond, 500 * time.Millisecond
+	var resumed time.Time
+	var after []time.Duration // each later frame's emit, from the end of the hold
+	err = src.Run(ctx, func(f *pipeline.Frame) {
+		f.Image.Release()
+		if resumed.IsZero() {
+			time.Sleep(hold)
+			resumed = time.Now()
+			return
+		}
+		if a := time.Since(resumed); a < 2*window {
+			after = append(after, a)
+		} else {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	inWindow := 0
+	for _, a := range after {
+		if a < window {
+			inWindow++
+		}
+	}
+	// At the file's rate the window holds fps × 0.5 frames, plus the few
+	// the pacer may catch up (paceCatchUp, 100 ms); the margin of 6 frames
+	// is scheduling slack on a loaded machine. A burst of the 1.5 s missed
+	// would add fps × 1.5 (36 here).
+	fps := src.Info().FPS
+	limit := int(fps*(window+100*time.Millisecond).Seconds()) + 6
+	require.LessOrEqual(t, inWindow, limit, "%d frames in the %s after a %s hold at %.1f fps", inWindow, window, hold, fps)
+	require.Greater(t, inWindow, int(fps*window.Seconds())/2, "frames still flow after the hold")
+}
+
 func TestTruncatedFile(t *testing.T) {
 	full, err := os.ReadFile(testenv.Media(t, "Megamind.avi"))
 	require.NoError(t, err)

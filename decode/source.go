@@ -1036,10 +1036,22 @@ type pacer struct {
 	set   bool
 }
 
+// paceCatchUp is how far behind its schedule a paced file may fall and
+// still catch up by reading as fast as it decodes: a few frames at 30 fps,
+// about what a camera's jitter releases at once. A source further behind
+// (a decoder that took seconds to start, a consumer that held its first
+// frame) starts its schedule again from the late packet instead: a late
+// start must not become a burst of every frame it missed, which a camera
+// would never send and which would overrun the detector (the direct NVDEC
+// run of 2026-12-01 in docs/performance.md, "Direct NVDEC end to end").
+const paceCatchUp = 100 * time.Millisecond
+
 // wait sleeps until the packet at time t (s) is due, or ctx ends. A wait
 // longer than limit (the stall limit, which bounds every other wait of a
 // source) is not made: the pacer re-anchors at t instead. The clock has
 // already removed timestamp discontinuities, so this is only a backstop.
+// A packet more than paceCatchUp late re-anchors the pacer too, so that
+// the packets after it keep their spacing rather than coming at once.
 func (p *pacer) wait(ctx context.Context, t float64, limit time.Duration) error {
 	if math.IsNaN(t) {
 		return nil
@@ -1049,7 +1061,7 @@ func (p *pacer) wait(ctx context.Context, t float64, limit time.Duration) error 
 		return nil
 	}
 	d := time.Until(p.start.Add(time.Duration((t - p.t0) * float64(time.Second))))
-	if d > limit {
+	if d > limit || d < -paceCatchUp {
 		p.start, p.t0 = time.Now(), t
 		return nil
 	}
