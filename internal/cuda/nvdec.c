@@ -30,8 +30,6 @@ typedef struct {
 	CUresult (*MapVideoFrame64)(CUvideodecoder dec, int idx, unsigned long long *ptr, unsigned int *pitch,
 		CUVIDPROCPARAMS *vpp);
 	CUresult (*UnmapVideoFrame64)(CUvideodecoder dec, unsigned long long ptr);
-	CUresult (*CtxLockCreate)(CUvideoctxlock *lock, void *ctx);
-	CUresult (*CtxLockDestroy)(CUvideoctxlock lock);
 	CUresult (*CreateVideoParser)(CUvideoparser *p, CUVIDPARSERPARAMS *pp);
 	CUresult (*ParseVideoData)(CUvideoparser p, CUVIDSOURCEDATAPACKET *pkt);
 	CUresult (*DestroyVideoParser)(CUvideoparser p);
@@ -59,8 +57,6 @@ int vigil_nv_open(const char *lib, char *err, size_t errlen) {
 	VIGIL_SYM(DecodePicture, "cuvidDecodePicture")
 	VIGIL_SYM(MapVideoFrame64, "cuvidMapVideoFrame64")
 	VIGIL_SYM(UnmapVideoFrame64, "cuvidUnmapVideoFrame64")
-	VIGIL_SYM(CtxLockCreate, "cuvidCtxLockCreate")
-	VIGIL_SYM(CtxLockDestroy, "cuvidCtxLockDestroy")
 	VIGIL_SYM(CreateVideoParser, "cuvidCreateVideoParser")
 	VIGIL_SYM(ParseVideoData, "cuvidParseVideoData")
 	VIGIL_SYM(DestroyVideoParser, "cuvidDestroyVideoParser")
@@ -86,16 +82,6 @@ static CUresult vigil_nv_current(uintptr_t ctx) {
 	CUresult r = vigil_cu_set_current(ctx);
 	return r == 0 ? 0 : -r;
 }
-
-int vigil_nv_lock_create(uintptr_t ctx, uintptr_t *lock) {
-	CUvideoctxlock l = NULL;
-	VIGIL_CTX(ctx);
-	CUresult r = vnd.CtxLockCreate(&l, (void *)ctx);
-	*lock = (uintptr_t)l;
-	return r;
-}
-
-int vigil_nv_lock_destroy(uintptr_t lock) { return vnd.CtxLockDestroy((CUvideoctxlock)lock); }
 
 int vigil_nv_caps(uintptr_t ctx, int codec, int chroma, int depth_minus8, CUVIDDECODECAPS *caps) {
 	memset(caps, 0, sizeof *caps);
@@ -134,12 +120,11 @@ static int vigil_nv_on_display(void *ud, CUVIDPARSERDISPINFO *d) {
 	return vigilNVDECDisplay(((vigil_nvdec *)ud)->handle, d);
 }
 
-vigil_nvdec *vigil_nv_new(uintptr_t handle, uintptr_t ctx, uintptr_t lock) {
+vigil_nvdec *vigil_nv_new(uintptr_t handle, uintptr_t ctx) {
 	vigil_nvdec *s = calloc(1, sizeof *s);
 	if (s) {
 		s->handle = handle;
 		s->ctx = ctx;
-		s->lock = (CUvideoctxlock)lock;
 	}
 	return s;
 }
@@ -204,7 +189,14 @@ int vigil_nv_decoder_create(vigil_nvdec *s, const vigil_nv_geometry *g) {
 	ci.ulTargetWidth = g->target_width;
 	ci.ulTargetHeight = g->target_height;
 	ci.ulNumOutputSurfaces = 1; // vigil maps one picture at a time
-	ci.vidLock = s->lock;
+	// No cuvidCtxLock, as FFmpeg's NVDEC hwaccel: the SDK needs one only
+	// for cudaVideoCreate_PreferCUDA, and every call here makes the
+	// context current itself. A lock shared by the sessions serialised
+	// them all behind each decoder's creation (about 47 ms: seconds for a
+	// hundred streams starting at once) and made every
+	// cuvidDecodePicture wait its turn (0.14 ms at 14 sessions, 2.3 ms at
+	// 56, measured by ../shared/tools/nvdec-direct's probe).
+	ci.vidLock = NULL;
 	CUvideodecoder d = NULL;
 	VIGIL_CTX(s->ctx);
 	CUresult r = vnd.CreateDecoder(&d, &ci);

@@ -258,15 +258,15 @@ type VideoDecoderStats struct {
 // finds pictures and their parameters in an Annex B bitstream, and the
 // decoder, made (or reconfigured, or made again) for each format the
 // parser reports. It runs in its Context (the device's primary context),
-// with the device's one cuvidCtxLock shared by all sessions of the
-// process. It is not safe for concurrent use. Close it when done.
+// with no cuvidCtxLock, as FFmpeg's NVDEC hwaccel: sessions never wait for
+// each other, not even while one makes its decoder. It is not safe for
+// concurrent use. Close it when done.
 type VideoDecoder struct {
 	c     *Context
 	cfg   VideoDecoderConfig
 	s     *C.vigil_nvdec
 	h     cgo.Handle
-	lock  uintptr // CUvideoctxlock, counted in nvLocks
-	lctx  uintptr // the context lock's context (its nvLocks key)
+	ctx   uintptr // CUcontext
 	geom  C.vigil_nv_geometry
 	has   bool // a decoder exists (geom, format describe it)
 	fmt   VideoFormat
@@ -280,46 +280,6 @@ type VideoDecoder struct {
 	// failure was taken (failedIdx, -1 for none yet) and its answer.
 	failedIdx int
 	failedVal bool
-}
-
-// nvLocks holds one cuvidCtxLock per CUDA context, shared by every
-// VideoDecoder of the context and destroyed with the last of them.
-var nvLocks = struct {
-	sync.Mutex
-	m map[uintptr]*nvLock
-}{m: map[uintptr]*nvLock{}}
-
-type nvLock struct {
-	h    uintptr
-	refs int
-}
-
-func acquireNVLock(ctx uintptr) (uintptr, error) {
-	nvLocks.Lock()
-	defer nvLocks.Unlock()
-	if l := nvLocks.m[ctx]; l != nil {
-		l.refs++
-		return l.h, nil
-	}
-	var h C.uintptr_t
-	if err := check("cuvidCtxLockCreate", C.vigil_nv_lock_create(C.uintptr_t(ctx), &h)); err != nil {
-		return 0, err
-	}
-	nvLocks.m[ctx] = &nvLock{h: uintptr(h), refs: 1}
-	return uintptr(h), nil
-}
-
-func releaseNVLock(ctx uintptr) {
-	nvLocks.Lock()
-	defer nvLocks.Unlock()
-	l := nvLocks.m[ctx]
-	if l == nil {
-		return
-	}
-	if l.refs--; l.refs == 0 {
-		delete(nvLocks.m, ctx)
-		C.vigil_nv_lock_destroy(C.uintptr_t(l.h))
-	}
 }
 
 // NewVideoDecoder makes a stream's NVDEC session (LoadNVDEC first). The
@@ -343,16 +303,11 @@ func (c *Context) NewVideoDecoder(cfg VideoDecoderConfig) (*VideoDecoder, error)
 	if _, err := cfg.Stream.handle(); err != nil {
 		return nil, fmt.Errorf("cuda: NewVideoDecoder: %w", err)
 	}
-	lock, err := acquireNVLock(h)
-	if err != nil {
-		return nil, err
-	}
-	d := &VideoDecoder{c: c, cfg: cfg, lock: lock, lctx: h}
+	d := &VideoDecoder{c: c, cfg: cfg, ctx: h}
 	d.h = cgo.NewHandle(d)
-	d.s = C.vigil_nv_new(C.uintptr_t(d.h), C.uintptr_t(h), C.uintptr_t(lock))
+	d.s = C.vigil_nv_new(C.uintptr_t(d.h), C.uintptr_t(h))
 	if d.s == nil {
 		d.h.Delete()
-		releaseNVLock(h)
 		return nil, errors.New("cuda: NewVideoDecoder: out of memory")
 	}
 	return d, nil
@@ -472,7 +427,6 @@ func (d *VideoDecoder) Close() error {
 	C.vigil_nv_free(d.s)
 	d.s = nil
 	d.h.Delete()
-	releaseNVLock(d.lctx)
 	return err
 }
 
@@ -551,7 +505,7 @@ func (d *VideoDecoder) checkCaps(f VideoFormat) error {
 		return nil
 	}
 	var caps C.CUVIDDECODECAPS
-	if err := check("cuvidGetDecoderCaps", C.vigil_nv_caps(C.uintptr_t(d.lctx), C.int(f.Codec), C.int(f.Chroma), C.int(f.BitDepth-8), &caps)); err != nil {
+	if err := check("cuvidGetDecoderCaps", C.vigil_nv_caps(C.uintptr_t(d.ctx), C.int(f.Codec), C.int(f.Chroma), C.int(f.BitDepth-8), &caps)); err != nil {
 		return err
 	}
 	switch {

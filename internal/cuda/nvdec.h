@@ -242,7 +242,6 @@ _Static_assert(offsetof(CUVIDDECODECAPS, nMinWidth) == 40, "CUVIDDECODECAPS.nMin
 typedef struct vigil_nvdec {
 	uintptr_t handle; // cgo.Handle of the Go VideoDecoder
 	uintptr_t ctx;    // CUcontext (the device's primary context)
-	CUvideoctxlock lock;
 	CUvideoparser parser;
 	CUvideodecoder dec;
 	// Pictures whose cuvidDecodePicture failed, by picture index, until
@@ -266,10 +265,8 @@ int vigil_nv_open(const char *lib, char *err, size_t errlen);
 int vigil_nv_has_caps(void);
 int vigil_nv_has_status(void);
 int vigil_nv_has_reconfigure(void);
-int vigil_nv_lock_create(uintptr_t ctx, uintptr_t *lock);
-int vigil_nv_lock_destroy(uintptr_t lock);
 int vigil_nv_caps(uintptr_t ctx, int codec, int chroma, int depth_minus8, CUVIDDECODECAPS *caps);
-vigil_nvdec *vigil_nv_new(uintptr_t handle, uintptr_t ctx, uintptr_t lock);
+vigil_nvdec *vigil_nv_new(uintptr_t handle, uintptr_t ctx);
 void vigil_nv_free(vigil_nvdec *s);
 int vigil_nv_parser_create(vigil_nvdec *s, int codec, unsigned int surfaces, unsigned int delay);
 int vigil_nv_parser_destroy(vigil_nvdec *s);

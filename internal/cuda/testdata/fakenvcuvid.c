@@ -17,11 +17,11 @@
 // picture's luma row r holds (v + r) & 255 in every byte (16-bit samples:
 // ((v + r) & 1023) << 6), its chroma row r holds (v + 100 + r) & 255 (16-bit:
 // ((v + 100 + r) & 1023) << 6), each row `pitch` bytes apart with
-// pitch > the row. It enforces the rules vigil must follow: one
-// cuvidCtxLock per context (a second is refused while one lives), every
-// decoder made with that lock and one output surface, one picture mapped
-// at a time, even target sizes, reconfiguring within the maximum size and
-// surface count the decoder was made with.
+// pitch > the row. It enforces the rules vigil must follow: no
+// cuvidCtxLock (sessions must not serialise on one), every decoder made
+// without one and with one output surface, one picture mapped at a time,
+// even target sizes, reconfiguring within the maximum size and surface
+// count the decoder was made with.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,21 +52,15 @@ typedef struct {
 	unsigned long long mapped;
 } decoder;
 
-static int locks;
-
 CUresult cuvidCtxLockCreate(CUvideoctxlock *l, void *ctx) {
-	if (!ctx) return 201;
-	if (locks > 0) return 999; // the package must share one lock per context
-	locks++;
-	*l = (CUvideoctxlock)malloc(1);
-	return 0;
+	(void)l;
+	(void)ctx;
+	return 999; // vigil's sessions must not share a context lock
 }
 
 CUresult cuvidCtxLockDestroy(CUvideoctxlock l) {
-	if (!l || locks <= 0) return 400;
-	locks--;
-	free(l);
-	return 0;
+	(void)l;
+	return 400;
 }
 
 CUresult cuvidGetDecoderCaps(CUVIDDECODECAPS *c) {
@@ -79,7 +73,7 @@ CUresult cuvidGetDecoderCaps(CUVIDDECODECAPS *c) {
 }
 
 CUresult cuvidCreateDecoder(CUvideodecoder *pd, CUVIDDECODECREATEINFO *ci) {
-	if (!ci->vidLock || ci->ulNumOutputSurfaces != 1 || (ci->ulTargetWidth & 1) || (ci->ulTargetHeight & 1) ||
+	if (ci->vidLock || ci->ulNumOutputSurfaces != 1 || (ci->ulTargetWidth & 1) || (ci->ulTargetHeight & 1) ||
 	    ci->ulNumDecodeSurfaces < 1 || ci->ulNumDecodeSurfaces > VIGIL_MAX_SURFACES ||
 	    ci->ulMaxWidth < ci->ulWidth || ci->ulMaxHeight < ci->ulHeight ||
 	    ci->OutputFormat != (ci->bitDepthMinus8 ? VIGIL_SURFACE_P016 : VIGIL_SURFACE_NV12))
