@@ -34,16 +34,14 @@ const (
 	NVDECFFmpeg NVDECMode = "ffmpeg"
 )
 
-// DefaultNVDEC is the mode of an empty Options.NVDEC: ffmpeg, for now.
-// Decode-only on an H200 (docs/performance.md, "Direct NVDEC"), direct
-// gave 23 % more frames per second than FFmpeg's hwaccel at 7 sessions and
-// the same at 14 and 28 (the engines' ceiling, reached by both), with
-// 3-18 % less CPU per frame; but end to end (`vigil bench --streams`,
-// YOLOX-Nano, "Direct NVDEC end to end") its streams started decoding
-// seconds late and then caught up in a burst, and it failed 96 streams
-// that the ffmpeg path carried. Direct becomes the default once that is
-// found and fixed (issue 16).
-const DefaultNVDEC = NVDECFFmpeg
+// DefaultNVDEC is the mode of an empty Options.NVDEC: direct. Decode-only
+// on an H200 (docs/performance.md, "Direct NVDEC"), direct gave 23 % more
+// frames per second than FFmpeg's hwaccel at 7 sessions and the same at 14
+// and 28 (the engines' ceiling, reached by both); end to end with
+// YOLOX-Nano it carried 96 streams as FFmpeg's hwaccel did, with the same
+// P99 and cores, once its late start was fixed ("Direct NVDEC's late start,
+// found and fixed").
+const DefaultNVDEC = NVDECDirect
 
 // ParseNVDECMode checks a decode.nvdec value; "" means DefaultNVDEC.
 func ParseNVDECMode(s string) (NVDECMode, error) {

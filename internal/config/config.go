@@ -222,11 +222,9 @@ type Decode struct {
 	// demuxing; ffmpeg uses FFmpeg's cuda hwaccel, as vigil did before.
 	// Other codecs always take FFmpeg's hwaccel. On an H200, decoding
 	// 1080p H.264 only, direct gave 23 % more frames per second than ffmpeg
-	// at 7 streams, the same at 14 and 28, and used less CPU per frame at
-	// each (docs/performance.md, "Direct NVDEC"); end to end with
-	// YOLOX-Nano its streams started seconds late and it failed 96 streams
-	// that ffmpeg carried ("Direct NVDEC end to end"), so ffmpeg stays the
-	// default until that is fixed.
+	// at 7 streams and the same at 14 and 28 (docs/performance.md, "Direct
+	// NVDEC"); end to end with YOLOX-Nano both carried 96 streams with the
+	// same P99 and cores ("Direct NVDEC's late start, found and fixed").
 	NVDECMode string `yaml:"nvdec"`
 	// NVDECPixelRate is hybrid decoding's capacity of one GPU's NVDEC, in
 	// pixels per second (width × height × frames per second, summed over
@@ -457,7 +455,7 @@ func Default() Config {
 		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"}},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
-		Decode: Decode{HWAccel: "none", NVDECMode: "ffmpeg", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}},
+		Decode: Decode{HWAccel: "none", NVDECMode: "direct", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},

@@ -15,8 +15,8 @@
 // Function.Launch), CUDA graphs captured from a stream (Stream.Capture,
 // GraphExec.Launch) and NVDEC, NVIDIA's video decoder, driven directly
 // through libnvcuvid.so.1, loaded with dlopen too (VideoDecoder: the cuvid
-// parser and a decoder per stream, in the primary context, with one
-// cuvidCtxLock per context; LoadNVDEC, ErrNoNVDEC). Sizes are in bytes.
+// parser and a decoder per stream, in the primary context, with no
+// cuvidCtxLock; LoadNVDEC, ErrNoNVDEC). Sizes are in bytes.
 //
 // Errors: a failed driver call is an *Error (CUresult, with the driver's
 // name and description for it), a failed NVRTC call an *NVRTCError (with

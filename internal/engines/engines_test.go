@@ -59,12 +59,12 @@ func TestWithHW(t *testing.T) {
 	require.Equal(t, "3", o.HWDevice)
 	require.Equal(t, "x", o.URL)
 	require.Equal(t, decode.HWNone, engines.WithHW(decode.Options{}, &c, 3, false).HWAccel)
-	require.Equal(t, decode.NVDECFFmpeg, o.NVDEC, "decode.nvdec's default")
+	require.Equal(t, decode.NVDECDirect, o.NVDEC, "decode.nvdec's default")
 	c.Decode.HWAccel = "cuda"
-	c.Decode.NVDECMode = "direct"
+	c.Decode.NVDECMode = "ffmpeg"
 	o = engines.WithHW(decode.Options{}, &c, 0, false)
 	require.Equal(t, decode.HWCUDA, o.HWAccel, "nvdec matters under hybrid only")
-	require.Equal(t, decode.NVDECDirect, o.NVDEC)
+	require.Equal(t, decode.NVDECFFmpeg, o.NVDEC)
 }
 
 // Hybrid decoding's capacities, in pixels per second, default to the
