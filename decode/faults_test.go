@@ -185,12 +185,21 @@ func TestDecodeErrorsCounted(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, data, 0o644))
 	for _, threads := range []int{1, 0} {
 		t.Run("threads="+strconv.Itoa(threads), func(t *testing.T) {
-			src, err := decode.New(decode.Options{URL: bad, StreamID: "s", Threads: threads})
+			m := decode.NewMetrics(prometheus.NewRegistry())
+			src, err := decode.New(decode.Options{URL: bad, StreamID: "s", Threads: threads, Metrics: m})
 			require.NoError(t, err)
 			n := 0
 			err = src.Run(context.Background(), func(f *pipeline.Frame) { f.Image.Release(); n++ })
 			require.ErrorIs(t, err, io.EOF, "a broken packet does not end the stream")
 			require.Equal(t, uint64(len(broken)), src.Faults().DecodeErrors)
+			require.Equal(t, map[decode.DecodeErrorReason]uint64{decode.ErrDecoder: uint64(len(broken))}, src.Faults().DecodeErrorsByReason)
+			require.Equal(t, float64(len(broken)), testutil.ToFloat64(m.DecodeErrors.WithLabelValues("s", "decoder")))
+			// Every reason's series exists from the start, at 0 for those
+			// that did not occur.
+			require.Equal(t, 5, testutil.CollectAndCount(m.DecodeErrors))
+			require.Zero(t, testutil.ToFloat64(m.DecodeErrors.WithLabelValues("s", "nvdec_error")))
+			m.Forget("s")
+			require.Zero(t, testutil.CollectAndCount(m.DecodeErrors), "Forget drops every reason's series")
 			require.Equal(t, 50-len(broken), n)
 		})
 	}

@@ -68,5 +68,6 @@ func TestFFmpegLogPerStreamAggregated(t *testing.T) {
 	n := src.Faults().DecodeErrors
 	require.NotZero(t, n)
 	require.Contains(t, err.Error(), "("+strconv.FormatUint(n, 10)+" decode errors)")
-	require.Equal(t, float64(n), testutil.ToFloat64(m.DecodeErrors.WithLabelValues("nosps")))
+	require.Equal(t, float64(n), testutil.ToFloat64(m.DecodeErrors.WithLabelValues("nosps", "decoder")))
+	require.Equal(t, map[decode.DecodeErrorReason]uint64{decode.ErrDecoder: n}, src.Faults().DecodeErrorsByReason)
 }

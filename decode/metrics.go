@@ -11,8 +11,10 @@ type Metrics struct {
 	// rtpdec.c's "RTP: missed N packets"): vigil_rtp_packets_lost_total.
 	PacketsLost *prometheus.CounterVec
 	// DecodeErrors counts the packets the decoder failed on (an error from
-	// avcodec_send_packet or avcodec_receive_frame): their pictures are
-	// lost. vigil_decode_errors_total.
+	// avcodec_send_packet or avcodec_receive_frame) and, with direct NVDEC,
+	// the packets its parser rejected and the pictures NVDEC failed on:
+	// their pictures are lost. vigil_decode_errors_total, labelled by
+	// stream and reason (DecodeErrorReason).
 	DecodeErrors *prometheus.CounterVec
 	// FramesCorrupt counts the frames emitted with pipeline.Frame.Corrupt
 	// set: vigil_frames_corrupt_total.
@@ -28,8 +30,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "vigil_rtp_packets_lost_total", Help: "RTP packets the stream's RTP demuxer found missing (sequence gaps; RTSP over UDP).",
 		}, []string{"stream"}),
 		DecodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vigil_decode_errors_total", Help: "Packets the decoder failed on; their pictures are lost.",
-		}, []string{"stream"}),
+			Name: "vigil_decode_errors_total", Help: "Packets (direct NVDEC: pictures) the decoder failed on, by reason (decoder, bitstream, nvdec_refused, nvdec_error, nvdec_map); their pictures are lost.",
+		}, []string{"stream", "reason"}),
 		FramesCorrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_frames_corrupt_total", Help: "Frames decoded with damage (concealed errors, missing references, corrupt packets): published with corrupt=true, or skipped before a live connection's first keyframe.",
 		}, []string{"stream"}),
@@ -43,6 +45,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Forget deletes a removed stream's series.
 func (m *Metrics) Forget(stream string) {
 	m.PacketsLost.DeleteLabelValues(stream)
-	m.DecodeErrors.DeleteLabelValues(stream)
+	m.DecodeErrors.DeletePartialMatch(prometheus.Labels{"stream": stream})
 	m.FramesCorrupt.DeleteLabelValues(stream)
 }

@@ -248,9 +248,12 @@ func (s *nvSession) output(p *cuda.DecodedPicture) error {
 	}
 	if err := p.CopyTo(buf.Ptr(), pitch); err != nil {
 		s.pool.put(buf)
-		st, _ := p.Status()
-		if st == cuda.DecodeCallFailed || isMapError(err) {
-			s.fault(d, st.String(), err)
+		if st, _ := p.Status(); st == cuda.DecodeCallFailed {
+			s.fault(d, ErrNVDECRefused, err)
+			return nil
+		}
+		if isMapError(err) {
+			s.fault(d, ErrNVDECMap, err)
 			return nil
 		}
 		return &outputError{fmt.Errorf("copying an NVDEC picture: %w", err)}
@@ -263,7 +266,7 @@ func (s *nvSession) output(p *cuda.DecodedPicture) error {
 	}
 	if st == cuda.DecodeError {
 		s.pool.put(buf)
-		s.fault(d, st.String(), nil)
+		s.fault(d, ErrNVDECStatus, nil)
 		return nil
 	}
 	corrupt := m.corrupt || st == cuda.DecodeConcealed
@@ -282,12 +285,12 @@ func isMapError(err error) bool {
 	return errors.As(err, &e) && e.Op == "cuvidMapVideoFrame64"
 }
 
-// fault counts a picture NVDEC failed on as a decode error (its picture is
-// lost), logging the first few of each reason.
-func (s *nvSession) fault(d *decoder, reason string, err error) {
-	d.s.faults.decodeError()
+// fault counts a picture NVDEC failed on as a decode error for reason r
+// (its picture is lost), logging the first few of each reason.
+func (s *nvSession) fault(d *decoder, r DecodeErrorReason, err error) {
+	d.s.faults.decodeError(r)
 	d.decodeErrs++
-	s.note("NVDEC failed to decode a picture (not published)", reason, err)
+	s.note("NVDEC failed to decode a picture (not published)", string(r), err)
 }
 
 // note logs msg the first 3 times for each reason, as decode errors are.
@@ -590,7 +593,7 @@ func (d *decoder) directErr(err error) error {
 			return errRetrySoftware
 		}
 		d.decodeErrs++
-		s.faults.decodeError()
+		s.faults.decodeError(ErrBitstream)
 		if d.decodeErrs <= 3 {
 			s.o.Logger.Warn("decode error", zap.Error(err))
 		}

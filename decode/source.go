@@ -569,7 +569,7 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 			}
 			// A corrupt packet: FFmpeg conceals what it can; count and go on.
 			d.decodeErrs++
-			s.faults.decodeError()
+			s.faults.decodeError(ErrDecoder)
 			if d.decodeErrs <= 3 {
 				s.o.Logger.Warn("decode error", zap.Error(err))
 			}
@@ -838,7 +838,7 @@ func (d *decoder) receive(arrival time.Time) error {
 		}
 		if err != nil {
 			if errors.Is(err, astiav.ErrInvaliddata) {
-				d.s.faults.decodeError()
+				d.s.faults.decodeError(ErrDecoder)
 			}
 			return fmt.Errorf("receive frame: %w", err)
 		}
