@@ -32,9 +32,11 @@ import (
 // more is a catch-up burst), the longest gap between two frames of one
 // source once it had started (a session stalled by another's start), the
 // frames per second of the last 4 s against real time, and CPU time per
-// frame and NVML decoder utilisation over those 4 s (the paced steady
-// state). Readings, not pass/fail criteria; a source that fails or emits
-// nothing fails the test.
+// frame and NVML decoder utilisation over those 4 s; then the same frames
+// per second and CPU per frame from 1 s after the last source's first
+// frame to the end (settled_*: the paced steady state, with no decoder
+// being made; -1 when that leaves less than 2 s). Readings, not pass/fail
+// criteria; a source that fails or emits nothing fails the test.
 func TestNVDECStart(t *testing.T) {
 	clip, spec := os.Getenv("VIGIL_H264"), os.Getenv("VIGIL_NVDEC_START")
 	if clip == "" || spec == "" {
@@ -87,6 +89,26 @@ func measureStart(t *testing.T, clip string, mode NVDECMode, n int, secs float64
 			}
 		}()
 	}
+	// The process's CPU time every 250 ms, for the settled window.
+	type cpuAt struct {
+		t   time.Time
+		cpu float64
+	}
+	var cpuLog []cpuAt // read after <-logged
+	logStop, logged := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(logged)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			cpuLog = append(cpuLog, cpuAt{time.Now(), cpuSeconds()})
+			select {
+			case <-logStop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	// The steady state: the last 4 s.
 	steady := time.Duration((secs - 4) * float64(time.Second))
 	time.Sleep(time.Until(start.Add(steady)))
@@ -115,6 +137,8 @@ func measureStart(t *testing.T, clip string, mode NVDECMode, n int, secs float64
 	cpu2, t2 := cpuSeconds(), time.Now()
 	close(stop)
 	<-sampled
+	close(logStop)
+	<-logged
 	cancel()
 	wg.Wait()
 
@@ -139,6 +163,33 @@ func measureStart(t *testing.T, clip string, mode NVDECMode, n int, secs float64
 			}
 		}
 	}
+	// The settled window: from the first CPU sample 1 s after the last
+	// source's first frame to the end.
+	settledFPS, settledUS, settledWin := -1.0, -1.0, 0.0
+	var lastFirst time.Time
+	for _, ts := range times {
+		if len(ts) > 0 && ts[0].After(lastFirst) {
+			lastFirst = ts[0]
+		}
+	}
+	for _, c := range cpuLog {
+		if c.t.Before(lastFirst.Add(time.Second)) {
+			continue
+		}
+		if settledWin = t2.Sub(c.t).Seconds(); settledWin >= 2 {
+			frames := 0
+			for _, ts := range times {
+				for _, x := range ts {
+					if !x.Before(c.t) && x.Before(t2) {
+						frames++
+					}
+				}
+			}
+			settledFPS = float64(frames) / settledWin
+			settledUS = (cpu2 - c.cpu) / float64(max(frames, 1)) * 1e6
+		}
+		break
+	}
 	slices.Sort(firsts)
 	q := func(p float64) float64 { return firsts[min(len(firsts)-1, int(p*float64(len(firsts))))] }
 	win := t2.Sub(t1).Seconds()
@@ -151,9 +202,11 @@ func measureStart(t *testing.T, clip string, mode NVDECMode, n int, secs float64
 		meanUtil = s / float64(len(util))
 	}
 	line := fmt.Sprintf("RESULT label=%s mode=%s sessions=%d clip_fps=%.2f first_frame_s_p50=%.2f first_frame_s_p90=%.2f first_frame_s_max=%.2f "+
-		"max_frames_in_1s=%d max_gap_ms=%.0f steady_fps=%.1f realtime_fps=%.1f steady_cores=%.2f cpu_us_per_frame=%.1f dec_util_mean=%.1f",
+		"max_frames_in_1s=%d max_gap_ms=%.0f steady_fps=%.1f realtime_fps=%.1f steady_cores=%.2f cpu_us_per_frame=%.1f dec_util_mean=%.1f "+
+		"settled_window_s=%.2f settled_fps=%.1f settled_cpu_us_per_frame=%.1f",
 		label, mode, n, fps, q(0.5), q(0.9), firsts[len(firsts)-1], maxSecond, maxGap.Seconds()*1e3,
-		float64(steadyFrames)/win, fps*float64(n), (cpu2-cpu1)/win, (cpu2-cpu1)/float64(max(steadyFrames, 1))*1e6, meanUtil)
+		float64(steadyFrames)/win, fps*float64(n), (cpu2-cpu1)/win, (cpu2-cpu1)/float64(max(steadyFrames, 1))*1e6, meanUtil,
+		settledWin, settledFPS, settledUS)
 	fmt.Println(line)
 	t.Log(line)
 }
