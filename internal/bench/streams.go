@@ -353,6 +353,13 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 		}
 		fmt.Fprintf(out, "  %7d %10.1f %10.1f %6.1f%% %9.1f %9.1f %8s %9d\n", n, p.OfferedFPS, p.ProcessedFPS, 100*p.DropRatio, ms(p.P50), ms(p.P99), decCol, p.OnNVDEC)
 		fmt.Fprintf(out, "          %s\n", p.Breakdown)
+		if p.StartWait > 0 {
+			all := "every stream had decoded a frame"
+			if p.NotStarted {
+				all = "some streams had still not decoded a frame; measured anyway"
+			}
+			fmt.Fprintf(out, "          warm-up: %.1f s longer than --warmup: %s\n", p.StartWait.Seconds(), all)
+		}
 		var why []string
 		if p.P99 > o.Budget {
 			why = append(why, fmt.Sprintf("P99 %.1f ms over the %s budget", ms(p.P99), o.Budget))

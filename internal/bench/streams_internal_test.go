@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/decode"
@@ -183,4 +184,28 @@ func TestDecodeRateCPU(t *testing.T) {
 	cancel()
 	_, _, _, err = decodeRate(ctx, 1, time.Second, cpuOptions(clip))
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A point's measuring window opens only once every stream has decoded a
+// frame, however late its decoder was made, and a stream that never
+// starts holds it for the limit only.
+func TestWaitFirstFrames(t *testing.T) {
+	m := pipeline.NewMetrics(prometheus.NewRegistry())
+	m.Decoded.WithLabelValues("s0").Inc()
+	waited, all := waitFirstFrames(context.Background(), m, 1, time.Minute)
+	require.Zero(t, waited, "the one stream had decoded a frame")
+	require.True(t, all)
+
+	waited, all = waitFirstFrames(context.Background(), m, 2, 300*time.Millisecond)
+	require.False(t, all, "s1 never decodes")
+	require.GreaterOrEqual(t, waited, 300*time.Millisecond)
+
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		m.Decoded.WithLabelValues("s1").Inc()
+	}()
+	// A minute: far beyond the 200 ms the goroutine sleeps, on a busy machine.
+	waited, all = waitFirstFrames(context.Background(), m, 2, time.Minute)
+	require.True(t, all)
+	require.GreaterOrEqual(t, waited, 100*time.Millisecond, "it waited for s1")
 }

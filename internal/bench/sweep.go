@@ -38,8 +38,9 @@ type SweepOptions struct {
 	Streams []int         // stream counts to try, ascending
 	Each    time.Duration // measuring time per point, after Warmup
 	// Warmup is how long each point's streams run before measuring
-	// (default 1 s): opens, first frames, and the catch-up of decoders
-	// that started late, whose bursts overflow queues.
+	// (default 1 s): opens and first frames; a point whose streams have
+	// not all decoded a frame by then waits until they have (at most
+	// firstFrameLimit more; SweepPoint.StartWait), then 1 s.
 	Warmup time.Duration
 	Budget time.Duration // the policy's latency budget
 	Plot   string        // PNG path for P99 against load; "" for none
@@ -61,6 +62,12 @@ type SweepPoint struct {
 	// OnNVDEC is the number of streams decoding on NVDEC when the window
 	// started (decode.Info.NVDEC): those placed there whose NVDEC opened.
 	OnNVDEC int
+	// StartWait is how long the point waited after its warm-up until
+	// every stream had decoded a frame (0: all had; then 1 s more before
+	// measuring); NotStarted says some had not after firstFrameLimit and
+	// the point was measured anyway.
+	StartWait  time.Duration
+	NotStarted bool
 	// Breakdown says where frames went over the window: drops by
 	// reason@stage as shares of decoded frames; the mean wall time per
 	// processed frame in each stage (vigil_stage_latency_seconds, ms);
@@ -275,6 +282,16 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		}
 	}
 	sleep(warm) // staggered starts, opens, first frames, catch-up
+	// Decoders are made one at a time by the driver (about 70 ms each on
+	// an H200 with 96 starting: docs/h200-runs/2026-12-01-nvdec2), so
+	// 200 streams need some 14 s before the last one decodes, longer than
+	// a usual warm-up: measuring then would count streams that have not
+	// started. Wait until every stream has decoded a frame, then warm
+	// again for one second so the last ones settle, up to firstFrameLimit.
+	waited, allStarted := waitFirstFrames(ctx, metrics, n, firstFrameLimit)
+	if waited > 0 {
+		sleep(time.Second)
+	}
 	// The side each stream decodes on: NVDEC only if it opened there.
 	side, fellBack := map[string]int{}, 0
 	for id, src := range srcs {
@@ -325,7 +342,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 		return SweepPoint{}, err
 	}
 	p := SweepPoint{Streams: n, OfferedFPS: decoded / el.Seconds(), ProcessedFPS: float64(processed) / el.Seconds(),
-		OnNVDEC: countSide(side, sideNVDEC)}
+		OnNVDEC: countSide(side, sideNVDEC), StartWait: waited, NotStarted: !allStarted}
 	if decoded > 0 {
 		p.DropRatio = dropped / decoded
 	}
@@ -384,6 +401,41 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 // "dropped" over all streams, "stream decoded ID" and "stream dropped ID"
 // per stream, and "drop reason@stage". sweepPoint reads them as its
 // window opens and closes, under the sink's lock.
+// firstFrameLimit bounds how long a point waits, after its warm-up, for
+// every stream's first frame: 60 s is four times what 200 direct-NVDEC
+// decoders took to be made one by one on an H200 (about 70 ms each).
+const firstFrameLimit = 60 * time.Second
+
+// waitFirstFrames polls m until n streams have decoded at least one frame
+// each, for at most limit; it returns how long it waited (0 when they had
+// already) and whether all had.
+func waitFirstFrames(ctx context.Context, m *pipeline.Metrics, n int, limit time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	started := func() int {
+		k := 0
+		for key, v := range frameCounts(m) {
+			if strings.HasPrefix(key, "stream decoded ") && v > 0 {
+				k++
+			}
+		}
+		return k
+	}
+	if started() >= n {
+		return 0, true
+	}
+	for started() < n {
+		if time.Since(start) >= limit {
+			return time.Since(start), false
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return time.Since(start), true
+}
+
 func frameCounts(m *pipeline.Metrics) map[string]float64 {
 	out := map[string]float64{}
 	each := func(c *prometheus.CounterVec, f func(x *dto.Metric, v float64)) {
