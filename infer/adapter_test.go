@@ -59,13 +59,21 @@ func TestWeightedMerge(t *testing.T) {
 	require.Equal(t, float32(0.7), out[1].Score, "a lone candidate is kept")
 }
 
+func bindAs(t *testing.T, format string, in, out []TensorInfo) (Binding, error) {
+	t.Helper()
+	a, err := NewAdapter(Spec{Format: format})
+	require.NoError(t, err)
+	return a.Bind(in, out)
+}
+
 func TestBindRejects(t *testing.T) {
-	_, err := newBlazeFace(0, 0).Bind([]TensorInfo{{"images", []int64{1, 3, 416, 416}}}, nil)
+	img := []TensorInfo{{Name: "images", Shape: []int64{1, 3, 416, 416}}}
+	_, err := bindAs(t, "blazeface", img, nil)
 	require.ErrorIs(t, err, ErrModelMismatch)
-	_, err = newYOLOX(0, 0).Bind([]TensorInfo{{"images", []int64{1, 3, 416, 416}}}, []TensorInfo{{"output", []int64{1, 100, 85}}})
+	_, err = bindAs(t, "yolox", img, []TensorInfo{{Name: "output", Shape: []int64{1, 100, 85}}})
 	require.ErrorIs(t, err, ErrModelMismatch)
 	require.Contains(t, err.Error(), "3549")
-	b, err := newYOLOX(0, 0).Bind([]TensorInfo{{"images", []int64{1, 3, 416, 416}}}, []TensorInfo{{"output", []int64{1, 3549, 85}}})
+	b, err := bindAs(t, "yolox", img, []TensorInfo{{Name: "output", Shape: []int64{1, 3549, 85}}})
 	require.NoError(t, err)
 	require.Equal(t, pipeline.BGR, b.Order)
 }
