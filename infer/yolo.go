@@ -2,6 +2,7 @@ package infer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vigil-video/vigil/pipeline"
 )
@@ -17,8 +18,8 @@ import (
 //
 // score = the best class score. Defaults: keep score ≥ 0.25 and
 // class-aware NMS at IoU 0.7 (Ultralytics' predict defaults, conf and iou).
-// The orientation is the one whose N is the anchor count of the input; for
-// an explicit format with another N, the longer dimension is N.
+// The orientation is the one whose N is the anchor count of the input
+// (strides 8, 16, 32; P6 models add 64, P2 models 4).
 type yolov8 struct {
 	classes, n    int
 	channelsFirst bool
@@ -33,7 +34,14 @@ func (y *yolov8) expects() string {
 	return "one image input and one output [B 4+classes N] or [B N 4+classes], N = anchors of strides 8, 16, 32 (8400 at 640x640)"
 }
 
-func (y *yolov8) bind(im imageInput, others, out []TensorInfo, strict bool) (outBinding, error) {
+// anchorCounts are the anchor counts of a w×h input for strides 8-32
+// (first), 8-64 and 4-32.
+func anchorCounts(w, h int) []int64 {
+	base := anchorRows(w, h)
+	return []int64{int64(base), int64(base + (w/64)*(h/64)), int64(base + (w/4)*(h/4))}
+}
+
+func (y *yolov8) bind(im imageInput, others, out []TensorInfo, _ bool) (outBinding, error) {
 	var ob outBinding
 	if len(others) > 0 {
 		return ob, fmt.Errorf("%w: inputs %v besides the image", ErrModelMismatch, others)
@@ -41,19 +49,25 @@ func (y *yolov8) bind(im imageInput, others, out []TensorInfo, strict bool) (out
 	if len(out) != 1 || !shapeIs(out[0].Shape, int64(im.batch), -1, -1) || out[0].dtype() != "float32" {
 		return ob, fmt.Errorf("%w: outputs %v, want one float32 [%d 4+classes N]", ErrModelMismatch, out, im.batch)
 	}
-	rows := int64(anchorRows(im.w, im.h))
 	d1, d2 := out[0].Shape[1], out[0].Shape[2]
+	rows := anchorCounts(im.w, im.h)
+	isRows := func(d int64) bool { return slices.Contains(rows, d) }
 	switch {
 	case d1 < 0 && d2 < 0:
 		return ob, fmt.Errorf("%w: output %v: two dynamic dimensions", ErrModelMismatch, out[0])
-	case d2 == rows || (d2 < 0 && d1 != rows):
-		y.channelsFirst, d2 = true, rows
-	case d1 == rows || d1 < 0:
-		y.channelsFirst, d1 = false, rows
-	case strict:
-		return ob, fmt.Errorf("%w: output %v: neither dimension is the %d anchors of a %dx%d input", ErrModelMismatch, out[0], rows, im.w, im.h)
+	case isRows(d2) || (d2 < 0 && !isRows(d1)):
+		y.channelsFirst = true
+		if d2 < 0 {
+			d2 = rows[0]
+		}
+	case isRows(d1) || d1 < 0:
+		y.channelsFirst = false
+		if d1 < 0 {
+			d1 = rows[0]
+		}
 	default:
-		y.channelsFirst = d2 > d1
+		return ob, fmt.Errorf("%w: output %v: neither dimension is the number of anchors of a %dx%d input (%v for strides 8-32, 8-64, 4-32)",
+			ErrModelMismatch, out[0], im.w, im.h, rows)
 	}
 	ch, n := d1, d2
 	if !y.channelsFirst {
@@ -122,7 +136,7 @@ func (y *yoloE2E) bind(im imageInput, others, out []TensorInfo, strict bool) (ou
 	if len(others) > 0 {
 		return ob, fmt.Errorf("%w: inputs %v besides the image", ErrModelMismatch, others)
 	}
-	if len(out) != 1 || !shapeIs(out[0].Shape, int64(im.batch), -1, 6) || out[0].dtype() != "float32" {
+	if len(out) != 1 || !shapeIs(out[0].Shape, int64(im.batch), -1, 6) || out[0].Shape[2] != 6 || out[0].dtype() != "float32" {
 		return ob, fmt.Errorf("%w: outputs %v, want one float32 [%d K 6]", ErrModelMismatch, out, im.batch)
 	}
 	if out[0].Shape[1] < 1 {
