@@ -79,8 +79,9 @@ type Binding struct {
 	// Order is the channel order the adapter wants from the resizer.
 	Order pipeline.PixelOrder
 	// Chosen says in one line which format reads the model and, for
-	// format auto, why: `format yolov8 (auto: output "output0" [1 84
-	// 3549]: cx,cy,w,h and 80 class scores)`.
+	// format auto, why: `yolov8 (auto: output "output0" [1 84 3549]: [B
+	// 4+C N], cx,cy,w,h and 80 class scores per anchor)`, or `yolov8
+	// (given)`.
 	Chosen string
 }
 
@@ -294,7 +295,7 @@ func (a *adapter) Bind(in, out []TensorInfo) (Binding, error) {
 		if err != nil {
 			return Binding{}, fmt.Errorf("format %s: %w (it takes %s)", a.format, err, newDecoder(a.format).expects())
 		}
-		b.Chosen = "format " + a.format
+		b.Chosen = a.format + " (given)"
 		return b, nil
 	}
 	if err != nil {
@@ -343,7 +344,7 @@ func (a *adapter) auto(img TensorInfo, others, in, out []TensorInfo) (Binding, e
 		f := fits[0]
 		*a = *f.t
 		b := f.b
-		b.Chosen = fmt.Sprintf("format %s (auto: %s)", f.format, f.ob.what)
+		b.Chosen = fmt.Sprintf("%s (auto: %s)", f.format, f.ob.what)
 		return b, nil
 	case 0:
 		return Binding{}, fmt.Errorf("%w: format auto: no format fits inputs %v, outputs %v (%s); set the model's format and input",

@@ -119,7 +119,7 @@ func TestAutoFormat(t *testing.T) {
 		}
 		require.NoError(t, err, "%v", c.out)
 		require.Equal(t, c.want, a.Name(), "%v", c.out)
-		require.Contains(t, b.Chosen, "format "+c.want+" (auto: ")
+		require.Contains(t, b.Chosen, c.want+" (auto: ")
 	}
 	a, err := NewAdapter(Spec{})
 	require.NoError(t, err)

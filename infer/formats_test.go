@@ -48,7 +48,7 @@ func TestFormatsAgreeWithYOLOX(t *testing.T) {
 	for i, c := range formatCases {
 		engines[i] = openSpec(t, filepath.Join(dir, c.file), c.spec)
 		require.Equal(t, c.format, engines[i].Adapter(), "%s: format auto", c.file)
-		require.Contains(t, engines[i].Chosen(), "format "+c.format+" (auto: ", c.file)
+		require.Contains(t, engines[i].Chosen(), c.format+" (auto: ", c.file)
 		require.Equal(t, ref.Labels(), engines[i].Labels(), "%s: COCO labels", c.file)
 	}
 	frames, total := 0, 0

@@ -356,12 +356,12 @@ func TestInspect(t *testing.T) {
 	s, err := infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), infer.Spec{})
 	require.NoError(t, err)
 	faces := []string{"face"}
-	require.Equal(t, `format blazeface (auto: the four outputs of BlazeFace's 896 anchors)`, s.Chosen, "format auto says why")
+	require.Equal(t, `blazeface (auto: the four outputs of BlazeFace's 896 anchors)`, s.Chosen, "format auto says why")
 	s.Chosen = ""
 	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 128, InH: 128, Batch: 1, Square: true, Labels: faces}, s)
 	s, err = infer.Inspect(testenv.Model(t, "face_detection_back_256x256_barracuda.b32.onnx"), infer.Spec{Format: "blazeface"})
 	require.NoError(t, err)
-	require.Equal(t, "format blazeface", s.Chosen)
+	require.Equal(t, "blazeface (given)", s.Chosen)
 	s.Chosen = ""
 	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 256, InH: 256, Batch: 32, Square: true, Labels: faces}, s)
 	_, err = infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), infer.Spec{Format: "yolox"})
@@ -377,7 +377,7 @@ func TestInspect(t *testing.T) {
 		require.Equal(t, []string{"person", "bicycle", "car"}, s.Labels[:3])
 		require.Equal(t, "toothbrush", s.Labels[79])
 		s.Labels = nil
-		require.Contains(t, s.Chosen, "format yolox (auto: ")
+		require.Contains(t, s.Chosen, "yolox (auto: ")
 		s.Chosen = ""
 		require.Equal(t, infer.Shape{Adapter: "yolox", InW: 416, InH: 416, Batch: 1}, s)
 	}

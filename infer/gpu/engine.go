@@ -383,8 +383,12 @@ func (e *Engine) ensure(s *slot, n int) error {
 // Model returns the model name.
 func (e *Engine) Model() string { return e.name }
 
-// Adapter returns the adapter's name.
+// Adapter returns the format's name.
 func (e *Engine) Adapter() string { return e.adapter.Name() }
+
+// Chosen says which format reads the model and, under format auto, why
+// (infer.Binding.Chosen).
+func (e *Engine) Chosen() string { return e.bind.Chosen }
 
 // Batch returns the model's fixed batch size.
 func (e *Engine) Batch() int { return e.bind.Batch }

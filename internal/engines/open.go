@@ -37,6 +37,9 @@ func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
 	if _, ok := eng.(*gpu.Engine); ok {
 		fields = append(fields, zap.Int("device", dev))
 	}
+	if c, ok := eng.(interface{ Chosen() string }); ok {
+		fields = append(fields, zap.String("format", c.Chosen()))
+	}
 	log.Info("model loaded: "+choice, fields...)
 }
 
