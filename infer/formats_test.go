@@ -216,3 +216,28 @@ func boxIoU(a, b pipeline.Box) float64 {
 	in := float64(ix * iy)
 	return in / (float64((a.X2-a.X1)*(a.Y2-a.Y1)+(b.X2-b.X1)*(b.Y2-b.Y1)) - in)
 }
+
+// The GPU engine (infer/gpu) binds through Describe: one float32 or
+// float16 image input scaled alike in every channel, float32 outputs.
+// Models that need more are refused without ErrModelMismatch, so that
+// internal/engines opens them on the CPU instead, saying why.
+func TestDescribeForGPU(t *testing.T) {
+	dir := testenv.FormatModels(t)
+	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
+	_, b, half, err := infer.Describe(infer.Options{Path: filepath.Join(dir, "yolov8t.onnx")})
+	require.NoError(t, err)
+	require.True(t, half, "a float16 input")
+	require.Equal(t, []int64{1, 3549, 84}, b.OutShapes[0])
+	_, _, half, err = infer.Describe(infer.Options{Path: filepath.Join(dir, "yolov8.onnx")})
+	require.NoError(t, err)
+	require.False(t, half)
+	for file, want := range map[string]string{
+		"yolov10.onnx": "needs a uint8 input",
+		"rfdetr.onnx":  "needs per-channel mean/std",
+		"rtdetr.onnx":  "needs constant input orig_target_sizes, int64 output labels",
+	} {
+		_, _, _, err := infer.Describe(infer.Options{Path: filepath.Join(dir, file)})
+		require.ErrorContains(t, err, want, file)
+		require.NotErrorIs(t, err, infer.ErrModelMismatch, file)
+	}
+}
