@@ -336,8 +336,8 @@ type Pipeline struct {
 	AlertInterval Duration `yaml:"alert_interval"`
 }
 
-// Model is a named model: its file and its model block (docs/models.md
-// describes each format and its defaults).
+// Model is a named model: its file and its model block (docs/config.md,
+// "Model formats", gives each format's layout and defaults).
 type Model struct {
 	// Name is what streams[].model refers to.
 	Name string `yaml:"name" default:"required" example:"faces-far"`
