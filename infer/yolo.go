@@ -23,6 +23,8 @@ import (
 type yolov8 struct {
 	classes, n    int
 	channelsFirst bool
+	best          []int32 // per anchor, channels-first decoding
+	bestP         []float32
 }
 
 func (y *yolov8) defaults() formatDefaults {
@@ -88,26 +90,49 @@ func (y *yolov8) bind(im imageInput, others, out []TensorInfo, _ bool) (outBindi
 }
 
 func (y *yolov8) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
-	out := outs[0]
-	at := func(i, k int) float32 { return out[i*(4+y.classes)+k] }
-	if y.channelsFirst {
-		at = func(i, k int) float32 { return out[k*y.n+i] }
-	}
-	for i := 0; i < y.n; i++ {
-		best, bestP := 0, at(i, 4)
-		for c := 1; c < y.classes; c++ {
-			if p := at(i, 4+c); p > bestP {
-				best, bestP = c, p
+	out, n, stride := outs[0], y.n, 4+y.classes
+	if !y.channelsFirst {
+		for i := 0; i < n; i++ {
+			row := out[i*stride : (i+1)*stride]
+			best, bestP := 0, row[4]
+			for c := 1; c < y.classes; c++ {
+				if p := row[4+c]; p > bestP {
+					best, bestP = c, p
+				}
+			}
+			if bestP >= thr {
+				dst = y.add(dst, best, bestP, row[0], row[1], row[2], row[3])
 			}
 		}
-		if !(bestP >= thr) {
-			continue
+		return dst
+	}
+	// [4+C, N]: each class's scores are one contiguous row; find every
+	// anchor's best class row by row.
+	if cap(y.best) < n {
+		y.best, y.bestP = make([]int32, n), make([]float32, n)
+	}
+	best, bestP := y.best[:n], y.bestP[:n]
+	clear(best)
+	copy(bestP, out[4*n:5*n])
+	for c := 1; c < y.classes; c++ {
+		for i, p := range out[(4+c)*n : (5+c)*n] {
+			if p > bestP[i] {
+				best[i], bestP[i] = int32(c), p
+			}
 		}
-		cx, cy, w, h := at(i, 0), at(i, 1), at(i, 2), at(i, 3)
-		dst = append(dst, pipeline.Detection{ClassID: best, Score: bestP,
-			Box: pipeline.Box{X1: cx - w/2, Y1: cy - h/2, X2: cx + w/2, Y2: cy + h/2}})
+	}
+	for i, p := range bestP {
+		if p >= thr {
+			dst = y.add(dst, int(best[i]), p, out[i], out[n+i], out[2*n+i], out[3*n+i])
+		}
 	}
 	return dst
+}
+
+// add appends a candidate from a centre-size box.
+func (y *yolov8) add(dst []pipeline.Detection, c int, score, cx, cy, w, h float32) []pipeline.Detection {
+	return append(dst, pipeline.Detection{ClassID: c, Score: score,
+		Box: pipeline.Box{X1: cx - w/2, Y1: cy - h/2, X2: cx + w/2, Y2: cy + h/2}})
 }
 
 // yoloE2E decodes end-to-end (NMS-free) YOLO exports, YOLOv10 and YOLO26:
