@@ -253,6 +253,8 @@ func newDecoder(format string) decoder {
 		return &rtdetr{}
 	case FormatRFDETR:
 		return &rfdetr{}
+	case FormatSSD:
+		return &ssd{}
 	}
 	panic("infer: no decoder for format " + format)
 }
@@ -404,6 +406,8 @@ func (a *adapter) bindPost(classes int) error {
 		a.labels = s.Labels
 	case a.format == FormatBlazeFace:
 		a.labels = []string{"face"}
+	case a.format == FormatSSD:
+		a.labels = COCO91Labels()
 	case classes == 0:
 		a.labels = COCOLabels()
 	default:

@@ -101,6 +101,9 @@ func TestAutoFormat(t *testing.T) {
 		{append(img640, TensorInfo{Name: "orig_target_sizes", Shape: []int64{1, 2}, Type: "int64"}), []TensorInfo{
 			{Name: "labels", Shape: []int64{1, 300}, Type: "int64"}, {Name: "boxes", Shape: []int64{1, 300, 4}}, {Name: "scores", Shape: []int64{1, 300}}}, 0, "rtdetr"},
 		{img640, []TensorInfo{{Name: "dets", Shape: []int64{1, 300, 4}}, {Name: "labels", Shape: []int64{1, 300, 91}}}, 0, "rfdetr"},
+		{[]TensorInfo{{Name: "image_tensor:0", Shape: []int64{1, 300, 300, 3}, Type: "uint8"}}, []TensorInfo{
+			{Name: "detection_boxes:0", Shape: []int64{1, 100, 4}}, {Name: "detection_classes:0", Shape: []int64{1, 100}},
+			{Name: "detection_scores:0", Shape: []int64{1, 100}}, {Name: "num_detections:0", Shape: []int64{1}}}, 0, "ssd"},
 		{[]TensorInfo{{Name: "input", Shape: []int64{1, 128, 128, 3}}}, []TensorInfo{
 			{Name: "a", Shape: []int64{1, 896, 16}}, {Name: "b", Shape: []int64{1, 512, 1}}, {Name: "c", Shape: []int64{1, 384, 1}},
 			{Name: "d", Shape: []int64{1, 512, 16}}, {Name: "e", Shape: []int64{1, 384, 16}}}, 0, ""}, // five outputs: none

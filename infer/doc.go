@@ -19,6 +19,8 @@
 //   - RT-DETR/D-FINE: labels, boxes, scores; orig_target_sizes fed the
 //     input size.
 //   - RF-DETR: dets (normalised cx,cy,w,h) and class logits.
+//   - SSD (TensorFlow's detection API): detection_boxes, _classes,
+//     _scores, num_detections.
 //
 // Format auto (Spec.Format "" or "auto") binds the one format whose
 // decoder accepts the model's inputs and outputs (Binding.Chosen says

@@ -73,12 +73,13 @@ const (
 	FormatYOLOv10   = "yolov10"
 	FormatRTDETR    = "rtdetr"
 	FormatRFDETR    = "rfdetr"
+	FormatSSD       = "ssd"
 )
 
 // Formats lists the output formats vigil decodes, in the order auto
 // tries them.
 func Formats() []string {
-	return []string{FormatBlazeFace, FormatYOLOX, FormatYOLOv8, FormatYOLOv10, FormatRTDETR, FormatRFDETR}
+	return []string{FormatBlazeFace, FormatYOLOX, FormatYOLOv8, FormatYOLOv10, FormatRTDETR, FormatRFDETR, FormatSSD}
 }
 
 // FormatAliases maps other names users know a format by (the exporters'

@@ -20,6 +20,10 @@ vigil's decoders must find YOLOX-Nano's detections on the same frames.
                 orig_target_sizes), scores [1,300]
   rfdetr.onnx   input [1,3,416,416] RGB ImageNet mean/std -> dets [1,300,4]
                 (normalised cx,cy,w,h), labels [1,300,80] logits
+  ssd.onnx      image_tensor [1,416,416,3] uint8 RGB -> detection_boxes
+                [1,300,4] (normalised ymin,xmin,ymax,xmax), detection_classes
+                [1,300] (COCO category ids), detection_scores [1,300],
+                num_detections [1] (TensorFlow's detection API)
 
 The end-to-end and DETR layouts get YOLOX's own post-processing in the
 graph: the best class per cell, score obj*p >= 0.3, class-aware NMS at IoU
@@ -215,6 +219,24 @@ def rfdetr(g, raw):
     g.op("Identity", [pad_rows(g, rows, -20.0)], "labels")
 
 
+def ssd(g, raw):
+    xyxy, _, scores = decode(g, raw)
+    idx, best, cls = nms(g, xyxy, scores)
+    yxyx = g.op("Gather", [gather(g, xyxy, idx), g.const([1, 0, 3, 2], np.int64)], axis=1)
+    g.op("Identity", [pad_rows(g, g.op("Div", [yxyx, g.const([H, W, H, W])]))], "detection_boxes")
+    ids = g.op("Cast", [gather(g, g.const(COCO80_TO_91, np.int64), gather(g, cls, idx))], to=TensorProto.FLOAT)
+    g.op("Squeeze", [pad_rows(g, g.op("Unsqueeze", [ids], axes=[1]))], "detection_classes", axes=[2])
+    g.op("Squeeze", [pad_rows(g, g.op("Unsqueeze", [gather(g, best, idx)], axes=[1]))], "detection_scores", axes=[2])
+    k = g.op("Slice", [g.op("Shape", [idx]), g.const([0], np.int64), g.const([1], np.int64)])
+    g.op("Cast", [k], "num_detections", to=TensorProto.FLOAT)
+
+
+# COCO category ids (1..90) of the 80 classes, in YOLOX's order.
+COCO80_TO_91 = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31, 32, 33,
+                34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61,
+                62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90]
+
+
 def real(yolox, out):
     f32, nchw = TensorProto.FLOAT, [1, 3, H, W]
     build(yolox, lambda g: rgb01_to_bgr255(g, "images"), lambda g, r: yolov8(g, r, False),
@@ -227,6 +249,13 @@ def real(yolox, out):
         return g.op("Gather", [x, g.const([2, 1, 0], np.int64)], axis=1)
     build(yolox, nhwc_u8, e2e, [info("images", TensorProto.UINT8, [1, H, W, 3])],
           [info("output0", f32, [1, KEEP, 6])], os.path.join(out, "yolov10.onnx"))
+
+    def nhwc_u8_tensor(g):
+        x = g.op("Transpose", [g.op("Cast", ["image_tensor"], to=TensorProto.FLOAT)], perm=[0, 3, 1, 2])
+        return g.op("Gather", [x, g.const([2, 1, 0], np.int64)], axis=1)
+    build(yolox, nhwc_u8_tensor, ssd, [info("image_tensor", TensorProto.UINT8, [1, H, W, 3])],
+          [info("detection_boxes", f32, [1, KEEP, 4]), info("detection_classes", f32, [1, KEEP]),
+           info("detection_scores", f32, [1, KEEP]), info("num_detections", f32, [1])], os.path.join(out, "ssd.onnx"))
     build(yolox, lambda g: rgb01_to_bgr255(g, "images"), rtdetr,
           [info("images", f32, nchw), info("orig_target_sizes", TensorProto.INT64, [1, 2])],
           [info("labels", TensorProto.INT64, [1, KEEP]), info("boxes", f32, [1, KEEP, 4]), info("scores", f32, [1, KEEP])],

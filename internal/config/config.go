@@ -346,8 +346,9 @@ type Model struct {
 	// Format is how the model's outputs are laid out: yolox, blazeface,
 	// yolov8 (also YOLOv9, YOLO11: [1, 4+C, N] or [1, N, 4+C], NMS by
 	// vigil), yolov10 (also YOLO26: [1, K, 6] end to end), rtdetr (also
-	// D-FINE: labels, boxes, scores, orig_target_sizes input) or rfdetr
-	// (dets and labels logits); auto recognises it from the model's input
+	// D-FINE: labels, boxes, scores, orig_target_sizes input), rfdetr
+	// (dets and labels logits) or ssd (TensorFlow detection API:
+	// detection_boxes, _classes, _scores); auto recognises it from the model's input
 	// and output names and shapes, says which it took in the `model
 	// loaded` line, and refuses to start (exit 2) listing what fits when
 	// it cannot tell.

@@ -313,7 +313,7 @@ models:
 	require.Error(t, err)
 	msg := err.Error()
 	for _, want := range []string{
-		`models[0].format: unknown format "yolov5" (want auto, blazeface, yolox, yolov8, yolov10, rtdetr, rfdetr)`,
+		`models[0].format: unknown format "yolov5" (want auto, blazeface, yolox, yolov8, yolov10, rtdetr, rfdetr, ssd)`,
 		`models[1].adapter: "blazeface" and format "yolox"`,
 		`models[2].input.layout: "chw"`,
 		`models[3].labels_file: open ` + filepath.Join(dir, "missing.txt"),
