@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -117,7 +118,8 @@ type Adapter interface {
 	// Decode turns one item's raw outputs (in Binding.Outputs order, each
 	// the item's slice of a [Batch, ...] output, as float32) into
 	// detections in source pixels, appended to dst. Rows with NaN or
-	// infinite values are skipped; boxes are clamped to the frame.
+	// infinite values are skipped; boxes are clamped to the frame. It is
+	// safe for concurrent use (the GPU engine decodes its slots at once).
 	Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection) []pipeline.Detection
 }
 
@@ -145,7 +147,7 @@ func NewAdapter(s Spec) (Adapter, error) {
 		return nil, err
 	}
 	f, _ := CanonicalFormat(s.Format)
-	return &adapter{spec: s, format: f}, nil
+	return &adapter{spec: s, format: f, scratch: &sync.Pool{}}, nil
 }
 
 // ItemOutputs sets dst[k] to item i's part of outs[k], for outputs of a
@@ -235,8 +237,9 @@ type decoder interface {
 	// explicit format would still take on trust.
 	bind(im imageInput, others, out []TensorInfo, strict bool) (outBinding, error)
 	// decode appends the candidates of one item scoring at least thr
-	// (boxes and keypoints in model-input pixels) to dst.
-	decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection
+	// (boxes and keypoints in model-input pixels) to dst, with sc as its
+	// scratch space. Concurrent calls each get their own sc.
+	decode(outs [][]float32, thr float32, sc *scratch, dst []pipeline.Detection) []pipeline.Detection
 }
 
 func newDecoder(format string) decoder {
@@ -277,7 +280,16 @@ type adapter struct {
 	keep                   map[int]bool
 	square                 bool
 	lastOut                outBinding
-	cands                  []pipeline.Detection
+	// scratch holds *scratch: Decode runs concurrently on the GPU
+	// engine's slots.
+	scratch *sync.Pool
+}
+
+// scratch is one Decode call's working space, reused through a pool.
+type scratch struct {
+	cands []pipeline.Detection
+	best  []int32 // per anchor (yolov8, channels first)
+	bestP []float32
 }
 
 func (a *adapter) Name() string         { return a.format }
@@ -344,7 +356,9 @@ func (a *adapter) auto(img TensorInfo, others, in, out []TensorInfo) (Binding, e
 	switch len(fits) {
 	case 1:
 		f := fits[0]
+		pool := a.scratch
 		*a = *f.t
+		a.scratch = pool
 		b := f.b
 		b.Chosen = fmt.Sprintf("%s (auto: %s)", f.format, f.ob.what)
 		return b, nil
@@ -458,40 +472,47 @@ func (a *adapter) Fill(dst []float32, pix []byte, lb Letterbox, full bool) {
 	a.fl.fill(dst, pix, lb, full)
 }
 
+// Decode is safe for concurrent use: each call takes its own scratch.
 func (a *adapter) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection) []pipeline.Detection {
-	a.cands = a.dec.decode(outs, a.minThr, a.cands[:0])
+	sc, _ := a.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	defer a.scratch.Put(sc)
+	cands := a.dec.decode(outs, a.minThr, sc, sc.cands[:0])
+	defer func() { sc.cands = cands[:0] }()
 	// Filter: finite values, known and kept classes, per-class thresholds.
 	n := 0
-	for _, c := range a.cands {
+	for _, c := range cands {
 		if !a.wanted(c) {
 			continue
 		}
 		c.Label = a.label(c.ClassID)
-		a.cands[n] = c
+		cands[n] = c
 		n++
 	}
-	a.cands = a.cands[:n]
+	cands = cands[:n]
 	if a.d.nms == nmsWeighted {
 		start := len(dst)
-		dst = weightedMerge(a.cands, a.iouThr, dst)
+		dst = weightedMerge(cands, a.iouThr, dst)
 		for i := start; i < len(dst); i++ {
 			toSource(&dst[i], lb)
 		}
 		return dst
 	}
 	n = 0
-	for _, c := range a.cands {
+	for _, c := range cands {
 		toSource(&c, lb)
 		if c.Box.X2 > c.Box.X1 && c.Box.Y2 > c.Box.Y1 { // inside the frame
-			a.cands[n] = c
+			cands[n] = c
 			n++
 		}
 	}
-	a.cands = a.cands[:n]
+	cands = cands[:n]
 	if a.d.nms == nmsGreedy {
-		return nmsClassAware(a.cands, a.iouThr, dst)
+		return nmsClassAware(cands, a.iouThr, dst)
 	}
-	return append(dst, a.cands...)
+	return append(dst, cands...)
 }
 
 // wanted reports whether candidate c passes the filters.

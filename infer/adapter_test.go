@@ -223,3 +223,34 @@ func TestClassesAndThresholds(t *testing.T) {
 	_, err = a.Bind([]TensorInfo{{Name: "images", Shape: []int64{1, 3, 64, 64}}}, []TensorInfo{{Name: "output0", Shape: []int64{1, 4, 6}}})
 	require.ErrorContains(t, err, `classes: "unicorn" is not one of the model's labels`)
 }
+
+// Decode is safe for concurrent use: the GPU engine decodes its slots at
+// once (run with -race).
+func TestDecodeConcurrently(t *testing.T) {
+	a, err := NewAdapter(Spec{})
+	require.NoError(t, err)
+	_, err = a.Bind([]TensorInfo{{Name: "images", Shape: []int64{1, 3, 64, 64}}}, []TensorInfo{{Name: "output0", Shape: []int64{1, 84, 84}}})
+	require.NoError(t, err)
+	require.Equal(t, "yolov8", a.Name())
+	out := make([]float32, 84*84)
+	for i := range 84 { // anchor i: a box at (i, i), class i%80 at 0.9
+		out[i], out[84+i], out[2*84+i], out[3*84+i] = float32(i)/2, float32(i)/2, 4, 4
+		out[(4+i%80)*84+i] = 0.9
+	}
+	lb := NewLetterbox(64, 64, 64, 64)
+	want := a.Decode([][]float32{out}, lb, nil)
+	require.Len(t, want, 84)
+	done := make(chan []pipeline.Detection)
+	for range 4 {
+		go func() {
+			var d []pipeline.Detection
+			for range 50 {
+				d = a.Decode([][]float32{out}, lb, d[:0])
+			}
+			done <- d
+		}()
+	}
+	for range 4 {
+		require.Equal(t, want, <-done)
+	}
+}

@@ -88,7 +88,7 @@ func indexOfShape(ts []TensorInfo, want ...int64) int {
 	return -1
 }
 
-func (b *blazeFace) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (b *blazeFace) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	scores16, scores8, boxes16, boxes8 := outs[0], outs[1], outs[2], outs[3]
 	s := float32(b.side)
 	for i := 0; i < blazeAnchors16+blazeAnchors8; i++ {

@@ -87,7 +87,7 @@ func (r *rtdetr) bind(im imageInput, others, out []TensorInfo, _ bool) (outBindi
 	return ob, nil
 }
 
-func (r *rtdetr) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (r *rtdetr) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	labels, boxes, scores := outs[0], outs[1], outs[2]
 	for i := 0; i < r.q; i++ {
 		if !(scores[i] >= thr) {
@@ -155,7 +155,7 @@ func (r *rfdetr) bind(im imageInput, others, out []TensorInfo, _ bool) (outBindi
 	return ob, nil
 }
 
-func (r *rfdetr) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (r *rfdetr) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	dets, logits := outs[0], outs[1]
 	// sigmoid is monotonic: compare logits with the threshold's logit.
 	lthr := float32(math.Log(float64(thr) / (1 - float64(thr))))

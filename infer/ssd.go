@@ -76,7 +76,7 @@ func (s *ssd) bind(im imageInput, others, out []TensorInfo, _ bool) (outBinding,
 	return ob, nil
 }
 
-func (s *ssd) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (s *ssd) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	boxes, classes, scores := outs[0], outs[1], outs[2]
 	n := s.n
 	if len(outs) == 4 && outs[3][0] >= 0 && outs[3][0] < float32(n) {

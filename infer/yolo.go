@@ -23,8 +23,6 @@ import (
 type yolov8 struct {
 	classes, n    int
 	channelsFirst bool
-	best          []int32 // per anchor, channels-first decoding
-	bestP         []float32
 }
 
 func (y *yolov8) defaults() formatDefaults {
@@ -89,7 +87,7 @@ func (y *yolov8) bind(im imageInput, others, out []TensorInfo, _ bool) (outBindi
 	return ob, nil
 }
 
-func (y *yolov8) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (y *yolov8) decode(outs [][]float32, thr float32, sc *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	out, n, stride := outs[0], y.n, 4+y.classes
 	if !y.channelsFirst {
 		for i := 0; i < n; i++ {
@@ -108,10 +106,10 @@ func (y *yolov8) decode(outs [][]float32, thr float32, dst []pipeline.Detection)
 	}
 	// [4+C, N]: each class's scores are one contiguous row; find every
 	// anchor's best class row by row.
-	if cap(y.best) < n {
-		y.best, y.bestP = make([]int32, n), make([]float32, n)
+	if cap(sc.best) < n {
+		sc.best, sc.bestP = make([]int32, n), make([]float32, n)
 	}
-	best, bestP := y.best[:n], y.bestP[:n]
+	best, bestP := sc.best[:n], sc.bestP[:n]
 	clear(best)
 	copy(bestP, out[4*n:5*n])
 	for c := 1; c < y.classes; c++ {
@@ -173,7 +171,7 @@ func (y *yoloE2E) bind(im imageInput, others, out []TensorInfo, strict bool) (ou
 	return ob, nil
 }
 
-func (y *yoloE2E) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (y *yoloE2E) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	out := outs[0]
 	for i := 0; i < y.k; i++ {
 		r := out[i*6 : i*6+6]

@@ -73,7 +73,7 @@ func (y *yolox) bind(im imageInput, others, out []TensorInfo, _ bool) (outBindin
 	return ob, nil
 }
 
-func (y *yolox) decode(outs [][]float32, thr float32, dst []pipeline.Detection) []pipeline.Detection {
+func (y *yolox) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	out := outs[0]
 	stride := 5 + y.classes
 	row := 0
