@@ -166,3 +166,26 @@ func outputTypeOK(t string) bool {
 	}
 	return false
 }
+
+// typeName is ORT's element type as TensorInfo.Type spells it.
+func typeName(t ort.TensorElementDataType) string {
+	switch t {
+	case ort.TensorElementDataTypeFloat:
+		return "float32"
+	case ort.TensorElementDataTypeFloat16:
+		return "float16"
+	case ort.TensorElementDataTypeUint8:
+		return "uint8"
+	case ort.TensorElementDataTypeInt8:
+		return "int8"
+	case ort.TensorElementDataTypeInt32:
+		return "int32"
+	case ort.TensorElementDataTypeInt64:
+		return "int64"
+	case ort.TensorElementDataTypeDouble:
+		return "float64"
+	case ort.TensorElementDataTypeBool:
+		return "bool"
+	}
+	return fmt.Sprintf("type%d", int(t))
+}
