@@ -132,7 +132,7 @@ func TestAutoFormat(t *testing.T) {
 	require.Contains(t, err.Error(), " or yolov8 (")
 }
 
-// A dynamic input takes input.width and input.height; without them it is
+// A dynamic input takes input.size [width, height]; without it it is
 // refused, naming the keys.
 func TestDynamicInputSize(t *testing.T) {
 	in := []TensorInfo{{Name: "images", Shape: []int64{-1, 3, -1, -1}}}
@@ -141,7 +141,7 @@ func TestDynamicInputSize(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Bind(in, out)
 	require.ErrorIs(t, err, ErrModelMismatch)
-	require.Contains(t, err.Error(), "set the model's input.width and input.height")
+	require.Contains(t, err.Error(), "set the model's input.size [width, height]")
 	a, err = NewAdapter(Spec{Input: InputSpec{Width: 640, Height: 384}})
 	require.NoError(t, err)
 	b, err := a.Bind(in, out)
@@ -149,7 +149,7 @@ func TestDynamicInputSize(t *testing.T) {
 	require.Equal(t, []int64{1, 3, 384, 640}, b.InShape)
 	require.Equal(t, [][]int64{{1, 84, 5040}}, b.OutShapes, "N: the anchors of 640x384")
 	_, err = a.Bind([]TensorInfo{{Name: "images", Shape: []int64{1, 3, 416, 416}}}, out)
-	require.ErrorContains(t, err, "input.width 640, but input \"images\" [1 3 416 416] is fixed at 416")
+	require.ErrorContains(t, err, "input.size width 640, but input \"images\" [1 3 416 416] is fixed at 416")
 }
 
 // Stretch maps each axis by its own scale.
@@ -190,7 +190,7 @@ func TestSpecCheck(t *testing.T) {
 		{Spec{Input: InputSpec{Mean: []float32{0, 0, 0}}}, "input.mean and input.std"},
 		{Spec{Input: InputSpec{Mean: []float32{0, 0, 0}, Std: []float32{1, 0, 1}}}, "input.std"},
 		{Spec{Input: InputSpec{Pad: &pad}}, "input.pad"},
-		{Spec{Input: InputSpec{Width: 640}}, "input.width and input.height"},
+		{Spec{Input: InputSpec{Width: 640}}, "input.size: [640, 0]"},
 		{Spec{ClassThresholds: map[string]float32{"person": 2}}, "class_thresholds: person"},
 	} {
 		require.ErrorContains(t, c.s.Check(), c.want)

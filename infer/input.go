@@ -109,13 +109,13 @@ func bindImage(t TensorInfo, s InputSpec, d inputDefaults) (imageInput, error) {
 func sizeDim(d int64, want int, what string, t TensorInfo) (int, error) {
 	switch {
 	case d > 0 && want != 0 && int64(want) != d:
-		return 0, fmt.Errorf("%w: input.%s %d, but input %v is fixed at %d", ErrModelMismatch, what, want, t, d)
+		return 0, fmt.Errorf("%w: input.size %s %d, but input %v is fixed at %d", ErrModelMismatch, what, want, t, d)
 	case d > 0:
 		return int(d), nil
 	case want > 0:
 		return want, nil
 	}
-	return 0, fmt.Errorf("%w: input %v has a dynamic %s; set the model's input.width and input.height", ErrModelMismatch, t, what)
+	return 0, fmt.Errorf("%w: input %v has a dynamic %s; set the model's input.size [width, height]", ErrModelMismatch, t, what)
 }
 
 // ChannelNorm is per-channel normalisation (mean/std): channel c of the

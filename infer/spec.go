@@ -58,9 +58,10 @@ type InputSpec struct {
 	// Pad is the 8-bit level (0..255) of letterbox padding, before
 	// normalisation; nil takes the format's.
 	Pad *float32
-	// Width and Height are the input size vigil runs a model with dynamic
-	// height and width at (CUDA graphs and TensorRT profiles need one
-	// fixed shape); for a fixed-size model they must match it or be 0.
+	// Width and Height (input.size) are the input size vigil runs a model
+	// with dynamic height and width at (CUDA graphs and TensorRT profiles
+	// need one fixed shape); for a fixed-size model they must match it or
+	// be 0.
 	Width, Height int
 }
 
@@ -145,7 +146,7 @@ func (s Spec) Check() error {
 		return fmt.Errorf("input.pad: %v: want an 8-bit level, 0 to 255", *in.Pad)
 	}
 	if in.Width < 0 || in.Height < 0 || (in.Width == 0) != (in.Height == 0) || in.Width > 8192 || in.Height > 8192 {
-		return fmt.Errorf("input.width and input.height: %dx%d: want both (1 to 8192 pixels) or neither", in.Width, in.Height)
+		return fmt.Errorf("input.size: [%d, %d]: want [width, height], 1 to 8192 pixels each", in.Width, in.Height)
 	}
 	if s.ScoreThreshold < 0 || s.ScoreThreshold > 1 {
 		return fmt.Errorf("score_threshold: %v: want 0..1", s.ScoreThreshold)

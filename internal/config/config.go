@@ -399,12 +399,11 @@ type ModelInput struct {
 	// Pad is the 8-bit level (0 to 255) of letterbox padding, before
 	// normalisation.
 	Pad *float32 `yaml:"pad" default:"the format's"`
-	// Width and Height (pixels) are the fixed size vigil runs a model
-	// with a dynamic input height and width at (CUDA graphs, TensorRT
-	// profiles and vigil shapes need one); for a fixed-size model they
-	// must match it or be 0.
-	Width  int `yaml:"width"`
-	Height int `yaml:"height"`
+	// Size is [width, height] in pixels: the fixed size vigil runs a
+	// model with a dynamic input height and width at (CUDA graphs,
+	// TensorRT profiles and vigil shapes need one); for a fixed-size
+	// model it must match the model or be unset.
+	Size []int `yaml:"size"`
 }
 
 // Spec is m's model block as infer takes it. Labels come from
@@ -420,7 +419,14 @@ func (m Model) Spec(modelsDir string) (infer.Spec, error) {
 	s := infer.Spec{Format: f, Labels: nilIfEmpty(m.Labels), Classes: nilIfEmpty(m.Classes), ScoreThreshold: m.ScoreThreshold,
 		ClassThresholds: m.ClassThresholds, IoUThreshold: m.IoUThreshold,
 		Input: infer.InputSpec{Layout: in.Layout, Order: in.Order, DType: in.DType, Range: nilIfEmpty(in.Range), Mean: nilIfEmpty(in.Mean),
-			Std: nilIfEmpty(in.Std), Resize: in.Resize, Pad: in.Pad, Width: in.Width, Height: in.Height}}
+			Std: nilIfEmpty(in.Std), Resize: in.Resize, Pad: in.Pad}}
+	switch len(in.Size) {
+	case 0:
+	case 2:
+		s.Input.Width, s.Input.Height = in.Size[0], in.Size[1]
+	default:
+		s.Input.Width = -1 // Check refuses it, naming input.size
+	}
 	if m.LabelsFile != "" {
 		l, err := infer.ReadLabels(infer.Model{File: m.LabelsFile}.Resolve(modelsDir))
 		if err != nil {

@@ -46,7 +46,7 @@ func TestValidateNamesFields(t *testing.T) {
 log: {level: loud}
 metrics: {listen: nowhere}
 pipeline: {queue_size: 0}
-models: [{name: m, path: /dev/null, adapter: ssd}]
+models: [{name: m, path: /dev/null, adapter: retinanet}]
 streams:
   - {id: "bad id", url: "ftp://x/y", transport: sctp, model: nope}
   - {id: ok, url: /x.avi, model: m, open_timeout: 1s}
@@ -309,6 +309,7 @@ models:
   - {name: d, path: m.onnx, labels_file: missing.txt}
   - {name: e, path: m.onnx, labels: [x], labels_file: names.txt}
   - {name: f, path: m.onnx, input: {pad: 300}, class_thresholds: {cat: 1.5}}
+  - {name: g, path: m.onnx, input: {size: [640]}}
 `), "m.yaml")
 	require.Error(t, err)
 	msg := err.Error()
@@ -319,13 +320,14 @@ models:
 		`models[3].labels_file: open ` + filepath.Join(dir, "missing.txt"),
 		`models[4].labels_file: set labels or labels_file, not both`,
 		`models[5].input.pad: 300`,
+		`models[6].input.size: [-1, 0]: want [width, height]`,
 	} {
 		require.Contains(t, msg, want)
 	}
 	c, err := Parse([]byte(`
 infer: {models_dir: `+dir+`}
 models:
-  - {name: pets, path: m.onnx, adapter: yolox, labels_file: names.txt, classes: [dog], input: {width: 640, height: 480, pad: 0}}
+  - {name: pets, path: m.onnx, adapter: yolox, labels_file: names.txt, classes: [dog], input: {size: [640, 480], pad: 0}}
 `), "m.yaml")
 	require.NoError(t, err)
 	m, err := c.ResolveModel("pets")
