@@ -21,24 +21,16 @@ import (
 // (ax·S+r[4+2j], ay·S+r[5+2j]): eye, eye, nose tip, mouth, ear, ear in image
 // order. Scores are sigmoid(clip(logit, ±80)) (MediaPipe clips at ±100; 80
 // keeps exp in float32 range). Defaults: keep score > 0.75 (the Unity
-// package's threshold), weighted merge at IoU 0.3.
+// package's threshold), weighted merge at IoU 0.3; black padding.
 type blazeFace struct {
-	thr, iouThr float32
-	side        int
-	anchors     []pipeline.Point // normalised centres, 512 then 384
-	cands       []pipeline.Detection
+	side    int
+	anchors []pipeline.Point // normalised centres, 512 then 384
 }
 
 const blazeAnchors16, blazeAnchors8 = 16 * 16 * 2, 8 * 8 * 6
 
-func newBlazeFace(thr, iouThr float32) *blazeFace {
-	if thr <= 0 {
-		thr = 0.75
-	}
-	if iouThr <= 0 {
-		iouThr = 0.3
-	}
-	b := &blazeFace{thr: thr, iouThr: iouThr}
+func newBlazeFace() *blazeFace {
+	b := &blazeFace{}
 	for _, g := range []struct{ grid, per int }{{16, 2}, {8, 6}} {
 		for gy := 0; gy < g.grid; gy++ {
 			for gx := 0; gx < g.grid; gx++ {
@@ -52,76 +44,53 @@ func newBlazeFace(thr, iouThr float32) *blazeFace {
 	return b
 }
 
-func (b *blazeFace) Name() string { return "blazeface" }
+func (b *blazeFace) defaults() formatDefaults {
+	return formatDefaults{in: inputDefaults{layout: "nhwc", order: "rgb", lo: -1, hi: 1, resize: "letterbox", pad: 0},
+		score: 0.75, iou: 0.3, nms: nmsWeighted}
+}
 
-// Labels: BlazeFace detects faces only.
-func (b *blazeFace) Labels() []string { return []string{"face"} }
+func (b *blazeFace) expects() string {
+	return "one image input [B S S 3] (square) and outputs [B 512 1], [B 384 1], [B 512 16], [B 384 16]"
+}
 
-// squareOnly: the anchor grids assume an S×S input (Bind refuses others).
-func (b *blazeFace) squareOnly() bool { return true }
-
-func (b *blazeFace) Bind(in, out []TensorInfo) (Binding, error) {
-	if len(in) != 1 || !shapeIs(in[0].Shape, -1, -1, -1, 3) || in[0].Shape[1] != in[0].Shape[2] || in[0].Shape[0] < 1 {
-		return Binding{}, fmt.Errorf("%w blazeface: inputs %v, want one [B S S 3] (NHWC RGB, square, fixed batch B)", ErrModelMismatch, in)
+func (b *blazeFace) bind(im imageInput, others, out []TensorInfo, _ bool) (outBinding, error) {
+	var ob outBinding
+	if len(others) > 0 {
+		return ob, fmt.Errorf("%w: inputs %v besides the image", ErrModelMismatch, others)
 	}
-	batch := in[0].Shape[0]
-	s, ok := fixedDim(in[0].Shape[1])
-	if !ok {
-		return Binding{}, fmt.Errorf("%w blazeface: input %v has a dynamic size; a fixed-shape model is needed", ErrModelMismatch, in[0])
+	if im.nchw || im.w != im.h {
+		return ob, fmt.Errorf("%w: input %v: want NHWC and square", ErrModelMismatch, im.info)
 	}
-	find := func(want ...int64) (TensorInfo, error) {
-		for _, o := range out {
-			if shapeIs(o.Shape, want...) {
-				return o, nil
-			}
-		}
-		return TensorInfo{}, fmt.Errorf("%w blazeface: no output of shape %v among %v", ErrModelMismatch, want, out)
-	}
-	var names []string
-	var shapes [][]int64
+	batch := int64(im.batch)
 	for _, want := range [][]int64{{batch, blazeAnchors16, 1}, {batch, blazeAnchors8, 1}, {batch, blazeAnchors16, 16}, {batch, blazeAnchors8, 16}} {
-		o, err := find(want...)
-		if err != nil {
-			return Binding{}, err
+		i := indexOfShape(out, want...)
+		if i < 0 {
+			return ob, fmt.Errorf("%w: no output of shape %v among %v", ErrModelMismatch, want, out)
 		}
-		names, shapes = append(names, o.Name), append(shapes, want)
+		ob.add(out[i], want)
 	}
-	b.side = s
-	return Binding{Input: in[0].Name, Batch: int(batch), InW: s, InH: s, Outputs: names, OutShapes: shapes, Order: pipeline.RGB}, nil
+	if len(out) != 4 {
+		return ob, fmt.Errorf("%w: outputs %v, want the four anchor outputs only", ErrModelMismatch, out)
+	}
+	b.side = im.w
+	ob.classes = 1
+	ob.what = "the four outputs of BlazeFace's 896 anchors"
+	return ob, nil
 }
 
-// blazeLUT maps an 8-bit value v to v/127.5-1.
-var blazeLUT = func() (t [256]float32) {
-	for v := range t {
-		t[v] = float32(v)/127.5 - 1
-	}
-	return t
-}()
-
-// Format: NHWC RGB in [-1, 1] (v/127.5 - 1, blazeLUT), black (-1) padding.
-func (b *blazeFace) Format() TensorFormat {
-	return TensorFormat{Order: pipeline.RGB, Scale: 1 / 127.5, Bias: -1, Pad: -1}
-}
-
-func (b *blazeFace) Fill(dst []float32, pix []byte, lb Letterbox, full bool) {
-	if full {
-		for i := range dst {
-			dst[i] = -1 // black padding
+// indexOfShape returns the index of the first tensor of shape want, or -1.
+func indexOfShape(ts []TensorInfo, want ...int64) int {
+	for i, t := range ts {
+		if shapeIs(t.Shape, want...) {
+			return i
 		}
 	}
-	for y := 0; y < lb.ContentH; y++ {
-		row := dst[y*lb.InW*3 : y*lb.InW*3+lb.ContentW*3]
-		src := pix[y*lb.ContentW*3 : (y+1)*lb.ContentW*3]
-		for i, v := range src {
-			row[i] = blazeLUT[v]
-		}
-	}
+	return -1
 }
 
-func (b *blazeFace) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection) []pipeline.Detection {
+func (b *blazeFace) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	scores16, scores8, boxes16, boxes8 := outs[0], outs[1], outs[2], outs[3]
 	s := float32(b.side)
-	b.cands = b.cands[:0]
 	for i := 0; i < blazeAnchors16+blazeAnchors8; i++ {
 		var logit float32
 		var r []float32
@@ -133,7 +102,7 @@ func (b *blazeFace) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detect
 		}
 		logit = min(max(logit, -80), 80)
 		score := float32(1 / (1 + math.Exp(-float64(logit))))
-		if score <= b.thr {
+		if !(score > thr) {
 			continue
 		}
 		a := b.anchors[i]
@@ -143,20 +112,8 @@ func (b *blazeFace) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detect
 		for j := range kps {
 			kps[j] = pipeline.Point{X: a.X*s + r[4+2*j], Y: a.Y*s + r[5+2*j]}
 		}
-		b.cands = append(b.cands, pipeline.Detection{
-			Label: "face", Score: score, Keypoints: kps,
-			Box: pipeline.Box{X1: cx - w/2, Y1: cy - h/2, X2: cx + w/2, Y2: cy + h/2},
-		})
-	}
-	start := len(dst)
-	dst = weightedMerge(b.cands, b.iouThr, dst)
-	for i := start; i < len(dst); i++ { // model pixels -> source pixels
-		d := &dst[i]
-		d.Box.X1, d.Box.Y1, d.Box.X2, d.Box.Y2 = lb.clampBox(float64(d.Box.X1), float64(d.Box.Y1), float64(d.Box.X2), float64(d.Box.Y2))
-		for k := range d.Keypoints {
-			x, y := lb.ToSource(float64(d.Keypoints[k].X), float64(d.Keypoints[k].Y))
-			d.Keypoints[k] = pipeline.Point{X: float32(x), Y: float32(y)}
-		}
+		dst = append(dst, pipeline.Detection{Score: score, Keypoints: kps,
+			Box: pipeline.Box{X1: cx - w/2, Y1: cy - h/2, X2: cx + w/2, Y2: cy + h/2}})
 	}
 	return dst
 }

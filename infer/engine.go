@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,12 +26,9 @@ type Options struct {
 	Name string
 	// Path is the .onnx file.
 	Path string
-	// Adapter is "blazeface", "yolox", or "" to pick the first adapter
-	// whose Bind accepts the model's signature.
-	Adapter string
-	// ScoreThreshold and IoUThreshold override the adapter's defaults when
-	// positive.
-	ScoreThreshold, IoUThreshold float32
+	// Spec is the model block: format ("" or "auto" recognises it),
+	// input, labels, classes and thresholds.
+	Spec Spec
 	// IntraOpThreads is ORT's intra-op thread count; 0 lets ORT choose
 	// (one per physical core).
 	IntraOpThreads int
@@ -55,9 +53,16 @@ type Engine struct {
 
 	mu      sync.Mutex
 	session *ort.AdvancedSession
-	input   *ort.Tensor[float32]
-	outputs []*ort.Tensor[float32]
+	// input is the image tensor; in is its float32 contents, or the
+	// float32 values Fill writes and toInput converts (float16, uint8).
+	input   ort.Value
+	in      []float32
+	toInput func()
+	consts  []ort.Value
+	outputs []ort.Value
 	outData [][]float32
+	// fromOut converts the outputs that are not float32 into outData.
+	fromOut []func()
 	pix     []byte
 	lastLB  []Letterbox // per batch slot: its padding is in place
 	itemOut [][]float32 // one item's slices of outData
@@ -77,7 +82,7 @@ func Open(o Options) (*Engine, error) {
 	if RuntimeVersion() == "" {
 		return nil, errors.New("infer: InitRuntime has not succeeded")
 	}
-	ad, bind, ins, err := inspect(o)
+	ad, bind, err := inspect(o)
 	if err != nil {
 		return nil, err
 	}
@@ -85,101 +90,106 @@ func Open(o Options) (*Engine, error) {
 	if e.name == "" {
 		e.name = ad.Name()
 	}
-	if err := e.allocate(o, ins); err != nil {
+	if err := e.allocate(o); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("model %s: %w", o.Path, err)
 	}
 	return e, nil
 }
 
-// Describe reads the model's signature and binds it to its adapter (o.Name,
-// o.Path, o.Adapter and the thresholds are used), for engines other than
-// Engine (infer/gpu). Half reports a float16 input tensor (otherwise it is
-// float32). Errors are Open's: a missing file, an unreadable model or
-// ErrModelMismatch; other element types are refused with a clear error.
+// Describe reads the model's signature and binds it to its format (o.Name,
+// o.Path and o.Spec are used), for engines other than Engine (infer/gpu),
+// which feed one float32 or float16 image input (Half reports float16)
+// with a single scale and bias for all channels, and read float32
+// outputs. Errors are Open's: a missing file, one that is not a model or
+// ErrModelMismatch; a model that needs more (a uint8 input, mean/std
+// normalisation, a constant second input, integer outputs) is refused
+// with an error that says so and does not wrap ErrModelMismatch: the CPU
+// engine takes it.
 func Describe(o Options) (ad Adapter, b Binding, half bool, err error) {
 	if _, err := os.Stat(o.Path); err != nil {
 		return nil, Binding{}, false, fmt.Errorf("model %s: %w", o.Path, err)
 	}
-	ad, b, ins, err := inspect(o)
+	ad, b, err = inspect(o)
 	if err != nil {
 		return nil, Binding{}, false, err
 	}
-	switch ins[0].DataType {
-	case ort.TensorElementDataTypeFloat:
-	case ort.TensorElementDataTypeFloat16:
-		half = true
-	default:
-		return nil, Binding{}, false, fmt.Errorf("model %s: input %s has element type %v; vigil feeds float32 or float16", o.Path, ins[0].Name, ins[0].DataType)
+	var needs []string
+	if b.InType == "uint8" {
+		needs = append(needs, "a uint8 input")
 	}
-	return ad, b, half, nil
-}
-
-func inspect(o Options) (Adapter, Binding, []ort.InputOutputInfo, error) {
-	ins, outs, err := ort.GetInputOutputInfo(o.Path)
-	if err != nil {
-		return nil, Binding{}, nil, fmt.Errorf("model %s: reading its inputs and outputs: %w", o.Path, err)
+	if ad.Format().Channels != nil {
+		needs = append(needs, "per-channel mean/std")
 	}
-	in, out := tensorInfos(ins), tensorInfos(outs)
-	ad, bind, err := pickAdapter(o, in, out)
-	if err != nil {
-		return nil, Binding{}, nil, fmt.Errorf("model %s: %w", o.Path, err)
+	for _, c := range b.Consts {
+		needs = append(needs, "constant input "+c.Name)
 	}
-	// Outputs are read as float32 by every engine.
-	for _, x := range outs {
-		if x.DataType != ort.TensorElementDataTypeFloat {
-			return nil, Binding{}, nil, fmt.Errorf("model %s: output %s has element type %v; vigil reads float32 outputs: %w",
-				o.Path, x.Name, x.DataType, ErrModelMismatch)
+	for i, t := range b.OutTypes {
+		if t != "float32" {
+			needs = append(needs, t+" output "+b.Outputs[i])
 		}
 	}
-	return ad, bind, ins, nil
+	if len(needs) > 0 {
+		return nil, Binding{}, false, fmt.Errorf("model %s (%s) needs %s, which only the CPU engine feeds", o.Path, ad.Name(), strings.Join(needs, ", "))
+	}
+	return ad, b, b.InType == "float16", nil
+}
+
+func inspect(o Options) (Adapter, Binding, error) {
+	ins, outs, err := ort.GetInputOutputInfo(o.Path)
+	if err != nil {
+		return nil, Binding{}, fmt.Errorf("model %s: %w: ONNX Runtime cannot read it as an ONNX model (%s)", o.Path, ErrModelMismatch, cliLine(err))
+	}
+	ad, err := NewAdapter(o.Spec)
+	if err != nil {
+		return nil, Binding{}, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	b, err := ad.Bind(tensorInfos(ins), tensorInfos(outs))
+	if err != nil {
+		return nil, Binding{}, fmt.Errorf("model %s: %w", o.Path, err)
+	}
+	return ad, b, nil
+}
+
+// cliLine is err's text up to its first line break.
+func cliLine(err error) string {
+	l, _, _ := strings.Cut(err.Error(), "\n")
+	return strings.TrimSpace(l)
 }
 
 func tensorInfos(infos []ort.InputOutputInfo) []TensorInfo {
 	out := make([]TensorInfo, len(infos))
 	for i, x := range infos {
-		out[i] = TensorInfo{Name: x.Name, Shape: append([]int64(nil), x.Dimensions...)}
+		out[i] = TensorInfo{Name: x.Name, Shape: append([]int64(nil), x.Dimensions...), Type: typeName(x.DataType)}
 	}
 	return out
 }
 
-func pickAdapter(o Options, in, out []TensorInfo) (Adapter, Binding, error) {
-	names := []string{o.Adapter}
-	if o.Adapter == "" {
-		names = AdapterNames()
+func (e *Engine) allocate(o Options) error {
+	if err := e.allocateInput(); err != nil {
+		return err
 	}
-	var errs []error
-	for _, n := range names {
-		ad, err := NewAdapter(n, o.ScoreThreshold, o.IoUThreshold)
+	names := []string{e.bind.Input}
+	ins := []ort.Value{e.input}
+	for _, c := range e.bind.Consts {
+		v, err := constTensor(c)
 		if err != nil {
-			return nil, Binding{}, err
+			return fmt.Errorf("input tensor %s: %w", c.Name, err)
 		}
-		b, err := ad.Bind(in, out)
-		if err == nil {
-			return ad, b, nil
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) == 1 {
-		return nil, Binding{}, errs[0]
-	}
-	return nil, Binding{}, fmt.Errorf("no adapter fits (%w); set the model's adapter", errors.Join(errs...))
-}
-
-func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
-	var err error
-	e.input, err = ort.NewEmptyTensor[float32](ort.NewShape(ins[0].Dimensions...))
-	if err != nil {
-		return fmt.Errorf("input tensor: %w", err)
+		e.consts = append(e.consts, v)
+		names, ins = append(names, c.Name), append(ins, v)
 	}
 	vals := make([]ort.Value, len(e.bind.Outputs))
 	for i, s := range e.bind.OutShapes {
-		t, err := ort.NewEmptyTensor[float32](ort.NewShape(s...))
+		t, data, conv, err := outputTensor(s, e.bind.OutTypes[i])
 		if err != nil {
 			return fmt.Errorf("output tensor %s: %w", e.bind.Outputs[i], err)
 		}
 		e.outputs = append(e.outputs, t)
-		e.outData = append(e.outData, t.GetData())
+		e.outData = append(e.outData, data)
+		if conv != nil {
+			e.fromOut = append(e.fromOut, conv)
+		}
 		vals[i] = t
 	}
 	opts, err := ort.NewSessionOptions()
@@ -197,14 +207,13 @@ func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
 			return fmt.Errorf("intra-op threads: %w", err)
 		}
 	}
-	e.session, err = ort.NewAdvancedSession(o.Path, []string{e.bind.Input}, e.bind.Outputs,
-		[]ort.Value{e.input}, vals, opts)
+	e.session, err = ort.NewAdvancedSession(o.Path, names, e.bind.Outputs, ins, vals, opts)
 	if err != nil {
 		return fmt.Errorf("creating session: %w", err)
 	}
 	// One warm-up run: ORT's first run allocates and plans; timing it as a
 	// frame's cost would make the first deadline predictions pessimistic.
-	if err := e.session.Run(); err != nil {
+	if err := e.run(); err != nil {
 		return fmt.Errorf("warm-up run: %w", err)
 	}
 	e.pix = make([]byte, e.bind.InW*e.bind.InH*3)
@@ -216,8 +225,12 @@ func (e *Engine) allocate(o Options, ins []ort.InputOutputInfo) error {
 // Model returns the model name given in Options (default: the adapter name).
 func (e *Engine) Model() string { return e.name }
 
-// Adapter returns the adapter's name.
+// Adapter returns the format's name ("yolox", "yolov8", ...).
 func (e *Engine) Adapter() string { return e.adapter.Name() }
+
+// Chosen says in one line which format reads the model and, under format
+// auto, why (Binding.Chosen).
+func (e *Engine) Chosen() string { return e.bind.Chosen }
 
 // Labels returns the class names of the engine's detections, by class id
 // (Adapter.Labels).
@@ -255,12 +268,12 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 		return dsts, fmt.Errorf("infer: %d images for a batch of %d", len(imgs), e.bind.Batch)
 	}
 	t0 := time.Now()
-	in := e.input.GetData()
+	in := e.in
 	item := len(in) / e.bind.Batch
 	for i, img := range imgs {
 		ti := time.Now()
 		sts[i].Queue += t0.Sub(tw) // waiting for the engine is queueing
-		lb := NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
+		lb := e.bind.Letterbox(img.Width(), img.Height())
 		if err := e.resizer.Resize(img, lb.ContentW, lb.ContentH, e.bind.Order, e.pix); err != nil {
 			return dsts, err
 		}
@@ -269,7 +282,7 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 		sts[i].Preprocess = time.Since(ti)
 	}
 	t1 := time.Now()
-	if err := e.session.Run(); err != nil {
+	if err := e.run(); err != nil {
 		return dsts, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
 	t2 := time.Now()
@@ -289,13 +302,12 @@ func (e *Engine) DetectBatch(imgs []pipeline.Image, sts []*pipeline.StageTimes, 
 func (e *Engine) Raw(in []float32) ([][]float32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	dst := e.input.GetData()
-	if len(in) != len(dst) {
-		return nil, fmt.Errorf("infer: Raw input has %d values, the model takes %d", len(in), len(dst))
+	if len(in) != len(e.in) {
+		return nil, fmt.Errorf("infer: Raw input has %d values, the model takes %d", len(in), len(e.in))
 	}
-	copy(dst, in)
+	copy(e.in, in)
 	clear(e.lastLB) // padding must be rewritten by the next Detect
-	if err := e.session.Run(); err != nil {
+	if err := e.run(); err != nil {
 		return nil, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
 	return e.outData, nil
@@ -306,7 +318,7 @@ func (e *Engine) Raw(in []float32) ([][]float32, error) {
 func (e *Engine) InputTensor() []float32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]float32(nil), e.input.GetData()...)
+	return append([]float32(nil), e.in...)
 }
 
 // OutputNames returns the output names in the order Raw returns them.
@@ -325,9 +337,9 @@ func (e *Engine) Close() error {
 		errs = append(errs, e.input.Destroy())
 		e.input = nil
 	}
-	for _, t := range e.outputs {
+	for _, t := range append(e.consts, e.outputs...) {
 		errs = append(errs, t.Destroy())
 	}
-	e.outputs, e.outData = nil, nil
+	e.consts, e.outputs, e.outData = nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -30,7 +30,7 @@ func openEngine(t *testing.T, name, path, adapter string, thr float32) *infer.En
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
 	sc := decode.NewScaler()
 	t.Cleanup(sc.Close)
-	e, err := infer.Open(infer.Options{Name: name, Path: path, Adapter: adapter, ScoreThreshold: thr, Resizer: sc})
+	e, err := infer.Open(infer.Options{Name: name, Path: path, Spec: infer.Spec{Format: adapter, ScoreThreshold: thr}, Resizer: sc})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
 	return e
@@ -173,7 +173,7 @@ func TestYOLOXNanoVtestFrame100(t *testing.T) {
 
 func TestModelMismatchCaughtAtOpen(t *testing.T) {
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
-	_, err := infer.Open(infer.Options{Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Adapter: "yolox"})
+	_, err := infer.Open(infer.Options{Path: testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), Spec: infer.Spec{Format: "yolox"}})
 	require.ErrorIs(t, err, infer.ErrModelMismatch)
 	require.Contains(t, err.Error(), "input:0")
 	require.Contains(t, err.Error(), "[B 3 H W]")
@@ -353,19 +353,23 @@ func batchedCopy(t *testing.T, model string, n int) string {
 // Inspect reports what Open would bind, without an engine.
 func TestInspect(t *testing.T) {
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
-	s, err := infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "")
+	s, err := infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), infer.Spec{})
 	require.NoError(t, err)
 	faces := []string{"face"}
+	require.Equal(t, `blazeface (auto: the four outputs of BlazeFace's 896 anchors)`, s.Chosen, "format auto says why")
+	s.Chosen = ""
 	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 128, InH: 128, Batch: 1, Square: true, Labels: faces}, s)
-	s, err = infer.Inspect(testenv.Model(t, "face_detection_back_256x256_barracuda.b32.onnx"), "blazeface")
+	s, err = infer.Inspect(testenv.Model(t, "face_detection_back_256x256_barracuda.b32.onnx"), infer.Spec{Format: "blazeface"})
 	require.NoError(t, err)
+	require.Equal(t, "blazeface (given)", s.Chosen)
+	s.Chosen = ""
 	require.Equal(t, infer.Shape{Adapter: "blazeface", InW: 256, InH: 256, Batch: 32, Square: true, Labels: faces}, s)
-	_, err = infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), "yolox")
+	_, err = infer.Inspect(testenv.Model(t, "face_detection_front_128x128_barracuda.onnx"), infer.Spec{Format: "yolox"})
 	require.ErrorIs(t, err, infer.ErrModelMismatch)
-	_, err = infer.Inspect("/nonexistent/m.onnx", "")
+	_, err = infer.Inspect("/nonexistent/m.onnx", infer.Spec{})
 	require.ErrorIs(t, err, os.ErrNotExist)
 	if p := filepath.Join(testenv.RepoRoot(), "..", "shared", "testdata", "models", "yolox_nano.onnx"); fileExists(p) {
-		s, err = infer.Inspect(p, "")
+		s, err = infer.Inspect(p, infer.Spec{})
 		require.NoError(t, err)
 		// The 80 COCO classes in YOLOX's order
 		// (yolox/data/datasets/coco_classes.py).
@@ -373,6 +377,8 @@ func TestInspect(t *testing.T) {
 		require.Equal(t, []string{"person", "bicycle", "car"}, s.Labels[:3])
 		require.Equal(t, "toothbrush", s.Labels[79])
 		s.Labels = nil
+		require.Contains(t, s.Chosen, "yolox (auto: ")
+		s.Chosen = ""
 		require.Equal(t, infer.Shape{Adapter: "yolox", InW: 416, InH: 416, Batch: 1}, s)
 	}
 }

@@ -6,17 +6,15 @@ import (
 	"strings"
 )
 
-// Model is a named model: the file and adapter to open it with.
+// Model is a named model: the file and model block to open it with.
 type Model struct {
 	// Name is what configs and --model refer to.
 	Name string
 	// File is an absolute path, or relative to the models directory.
 	File string
-	// Adapter is an adapter name, or "" to detect it from the model.
-	Adapter string
-	// ScoreThreshold and IoUThreshold override the adapter defaults when > 0.
-	ScoreThreshold float32
-	IoUThreshold   float32
+	// Spec is the model block: format, input, labels, classes and
+	// thresholds.
+	Spec Spec
 }
 
 // BuiltinModels are the models vigil knows by name. The BlazeFace files
@@ -25,9 +23,9 @@ type Model struct {
 // by scripts/setup.sh from Megvii's YOLOX GitHub release when github.com
 // can be reached, or copied into the models directory by hand.
 var BuiltinModels = map[string]Model{
-	"blazeface":      {Name: "blazeface", File: "face_detection_front_128x128_barracuda.onnx", Adapter: "blazeface"},
-	"blazeface-back": {Name: "blazeface-back", File: "face_detection_back_256x256_barracuda.onnx", Adapter: "blazeface"},
-	"yolox-nano":     {Name: "yolox-nano", File: "yolox_nano.onnx", Adapter: "yolox"},
+	"blazeface":      {Name: "blazeface", File: "face_detection_front_128x128_barracuda.onnx", Spec: Spec{Format: FormatBlazeFace}},
+	"blazeface-back": {Name: "blazeface-back", File: "face_detection_back_256x256_barracuda.onnx", Spec: Spec{Format: FormatBlazeFace}},
+	"yolox-nano":     {Name: "yolox-nano", File: "yolox_nano.onnx", Spec: Spec{Format: FormatYOLOX}},
 }
 
 // BuiltinNames returns the built-in model names, sorted.

@@ -23,87 +23,59 @@ import (
 // keep score ≥ 0.3 (YOLOX demo's visualisation threshold), class-aware NMS
 // at IoU 0.45 (yolox/utils/boxes.py, multiclass_nms_class_aware).
 type yolox struct {
-	thr, iouThr float32
-	classes     int
-	grids       []yoloxGrid
-	cands       []pipeline.Detection
+	classes int
+	grids   []yoloxGrid
 }
 
 type yoloxGrid struct{ w, h, stride int }
 
 var yoloxStrides = []int{8, 16, 32}
 
-func newYOLOX(thr, iouThr float32) *yolox {
-	if thr <= 0 {
-		thr = 0.3
-	}
-	if iouThr <= 0 {
-		iouThr = 0.45
-	}
-	return &yolox{thr: thr, iouThr: iouThr}
+func (y *yolox) defaults() formatDefaults {
+	return formatDefaults{in: inputDefaults{layout: "nchw", order: "bgr", lo: 0, hi: 255, resize: "letterbox", pad: 114},
+		score: 0.3, iou: 0.45, nms: nmsGreedy}
 }
 
-func (y *yolox) Name() string { return "yolox" }
-
-// Labels are cocoLabel's names of the model's classes: the 80 COCO names,
-// or class0, class1, ... for a model with another number of classes.
-func (y *yolox) Labels() []string {
-	l := make([]string, y.classes)
-	for c := range l {
-		l[c] = cocoLabel(c, y.classes)
-	}
-	return l
+func (y *yolox) expects() string {
+	return "one image input [B 3 H W] (H, W multiples of 32) and one output [B N 5+classes], N = anchors of strides 8, 16, 32 (3549 at 416x416)"
 }
 
-func (y *yolox) Bind(in, out []TensorInfo) (Binding, error) {
-	if len(in) != 1 || !shapeIs(in[0].Shape, -1, 3, -1, -1) || in[0].Shape[0] < 1 {
-		return Binding{}, fmt.Errorf("%w yolox: inputs %v, want one [B 3 H W] (NCHW BGR, fixed batch B)", ErrModelMismatch, in)
+// anchorRows is the number of grid cells of strides 8, 16 and 32 on a
+// w×h input: the rows of a YOLOX or YOLOv8 output (8400 at 640×640).
+func anchorRows(w, h int) int {
+	n := 0
+	for _, s := range yoloxStrides {
+		n += (w / s) * (h / s)
 	}
-	batch := in[0].Shape[0]
-	h, okH := fixedDim(in[0].Shape[2])
-	w, okW := fixedDim(in[0].Shape[3])
-	if !okH || !okW || h%32 != 0 || w%32 != 0 {
-		return Binding{}, fmt.Errorf("%w yolox: input %v needs a fixed H and W divisible by 32", ErrModelMismatch, in[0])
+	return n
+}
+
+func (y *yolox) bind(im imageInput, others, out []TensorInfo, _ bool) (outBinding, error) {
+	var ob outBinding
+	if len(others) > 0 {
+		return ob, fmt.Errorf("%w: inputs %v besides the image", ErrModelMismatch, others)
 	}
-	rows := 0
+	if !im.nchw || im.h%32 != 0 || im.w%32 != 0 {
+		return ob, fmt.Errorf("%w: input %v: want NCHW with H and W multiples of 32", ErrModelMismatch, im.info)
+	}
+	rows := anchorRows(im.w, im.h)
+	if len(out) != 1 || !shapeIs(out[0].Shape, int64(im.batch), int64(rows), -1) || out[0].Shape[2] < 6 {
+		return ob, fmt.Errorf("%w: outputs %v, want one [%d %d 5+classes] for a %dx%d input", ErrModelMismatch, out, im.batch, rows, im.w, im.h)
+	}
 	y.grids = y.grids[:0]
 	for _, s := range yoloxStrides {
-		y.grids = append(y.grids, yoloxGrid{w / s, h / s, s})
-		rows += (w / s) * (h / s)
-	}
-	if len(out) != 1 || !shapeIs(out[0].Shape, batch, int64(rows), -1) || out[0].Shape[2] < 6 {
-		return Binding{}, fmt.Errorf("%w yolox: outputs %v, want one [%d %d 5+classes] for a %dx%d input", ErrModelMismatch, out, batch, rows, w, h)
+		y.grids = append(y.grids, yoloxGrid{im.w / s, im.h / s, s})
 	}
 	y.classes = int(out[0].Shape[2]) - 5
-	return Binding{Input: in[0].Name, Batch: int(batch), InW: w, InH: h, Outputs: []string{out[0].Name}, OutShapes: [][]int64{out[0].Shape}, Order: pipeline.BGR}, nil
+	ob.add(out[0], fixShape(out[0].Shape, im.batch))
+	ob.classes = y.classes
+	ob.what = fmt.Sprintf("output %v: grid cells of strides 8/16/32, box, objectness and %d class scores", out[0], y.classes)
+	return ob, nil
 }
 
-// Format: NCHW BGR in 0..255 (YOLOX's preproc), padding 114.
-func (y *yolox) Format() TensorFormat {
-	return TensorFormat{NCHW: true, Order: pipeline.BGR, Scale: 1, Pad: 114}
-}
-
-func (y *yolox) Fill(dst []float32, pix []byte, lb Letterbox, full bool) {
-	plane := lb.InW * lb.InH
-	if full {
-		for i := range dst {
-			dst[i] = 114
-		}
-	}
-	for yy := 0; yy < lb.ContentH; yy++ {
-		src := pix[yy*lb.ContentW*3 : (yy+1)*lb.ContentW*3]
-		o := yy * lb.InW
-		b, g, r := dst[o:o+lb.ContentW], dst[plane+o:plane+o+lb.ContentW], dst[2*plane+o:2*plane+o+lb.ContentW]
-		for x := range b {
-			b[x], g[x], r[x] = float32(src[3*x]), float32(src[3*x+1]), float32(src[3*x+2])
-		}
-	}
-}
-
-func (y *yolox) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection) []pipeline.Detection {
+func (y *yolox) decode(outs [][]float32, thr float32, _ *scratch, dst []pipeline.Detection) []pipeline.Detection {
 	out := outs[0]
 	stride := 5 + y.classes
-	y.cands = y.cands[:0]
 	row := 0
 	for _, g := range y.grids {
 		s := float64(g.stride)
@@ -112,7 +84,7 @@ func (y *yolox) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection)
 				v := out[row*stride : (row+1)*stride]
 				row++
 				obj := v[4]
-				if obj < y.thr { // score = obj·p ≤ obj
+				if obj < thr { // score = obj·p ≤ obj
 					continue
 				}
 				best, bestP := 0, v[5]
@@ -122,20 +94,17 @@ func (y *yolox) Decode(outs [][]float32, lb Letterbox, dst []pipeline.Detection)
 					}
 				}
 				score := obj * bestP
-				if score < y.thr {
+				if score < thr {
 					continue
 				}
 				cx, cy := (float64(v[0])+float64(gx))*s, (float64(v[1])+float64(gy))*s
 				w, h := math.Exp(float64(v[2]))*s, math.Exp(float64(v[3]))*s
-				x1, y1, x2, y2 := lb.clampBox(cx-w/2, cy-h/2, cx+w/2, cy+h/2)
-				y.cands = append(y.cands, pipeline.Detection{
-					Label: cocoLabel(best, y.classes), ClassID: best, Score: score,
-					Box: pipeline.Box{X1: x1, Y1: y1, X2: x2, Y2: y2},
-				})
+				dst = append(dst, pipeline.Detection{ClassID: best, Score: score,
+					Box: pipeline.Box{X1: float32(cx - w/2), Y1: float32(cy - h/2), X2: float32(cx + w/2), Y2: float32(cy + h/2)}})
 			}
 		}
 	}
-	return nmsClassAware(y.cands, y.iouThr, dst)
+	return dst
 }
 
 // cocoLabel names class c of an 80-class COCO model, else "class<c>".

@@ -91,7 +91,7 @@ func runClip(t testing.TB, model, adapter, video string, cfg analytics.Config) r
 	require.NoError(t, infer.InitRuntime(testenv.ORTLibrary(t)))
 	sc := decode.NewScaler()
 	defer sc.Close()
-	e, err := infer.Open(infer.Options{Path: model, Adapter: adapter, Resizer: sc})
+	e, err := infer.Open(infer.Options{Path: model, Spec: infer.Spec{Format: adapter}, Resizer: sc})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	st, err := analytics.New("clip", "e0", cfg)

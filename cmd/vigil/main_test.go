@@ -44,6 +44,7 @@ func writeConfig(t *testing.T, body string) string {
 func TestBadInput(t *testing.T) {
 	megamind := testenv.Media(t, "Megamind.avi")
 	front := testenv.Model(t, "face_detection_front_128x128_barracuda.onnx")
+	edge := testenv.EdgeModels(t)
 	notVideo := filepath.Join(t.TempDir(), "notes.mp4")
 	require.NoError(t, os.WriteFile(notVideo, []byte("shopping list: milk, eggs\n"), 0o644))
 	for _, tc := range []struct {
@@ -66,7 +67,15 @@ func TestBadInput(t *testing.T) {
 			[]string{`unsupported URL scheme "gopher"`}},
 		{"model shape does not fit adapter", []string{"run", "--config", writeConfig(t,
 			"models:\n  - {name: wrong, path: "+front+", adapter: yolox}\nstreams:\n  - {id: a, url: "+megamind+", model: wrong}\n")},
-			[]string{"does not fit adapter yolox", `"input:0" [1 128 128 3]`}},
+			[]string{"format yolox", `"input:0" [1 128 128 3]`, "[B 3 H W]"}},
+		{"not an ONNX model", []string{"detect", "--model", filepath.Join(edge, "not_onnx.onnx"), megamind},
+			[]string{"not_onnx.onnx", "cannot read it as an ONNX model"}},
+		{"two image inputs and no format", []string{"detect", "--model", filepath.Join(edge, "two_images.onnx"), megamind},
+			[]string{"format auto", `2 image inputs ["left" [1 3 32 32] "right" [1 3 32 32]]`, "set the model's format"}},
+		{"labels file shorter than the classes", []string{"run", "--config", writeConfig(t, "data_dir: "+t.TempDir()+
+			"\nmodels:\n  - {name: m, path: "+filepath.Join(edge, "yolov8_nan.onnx")+", labels_file: "+filepath.Join(edge, "three.txt")+
+			"}\nstreams:\n  - {id: a, url: "+megamind+", model: m}\n")},
+			[]string{"yolov8_nan.onnx", "3 labels for a model with 80 classes"}},
 		{"batch size without a batched model", []string{"run", "--config", writeConfig(t,
 			"data_dir: "+t.TempDir()+"\ninfer: {batch_sizes: [1, 3]}\nstreams:\n  - {id: a, url: "+megamind+"}\n")},
 			[]string{"infer.batch_sizes", ".b3.onnx"}},

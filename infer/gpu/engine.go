@@ -34,9 +34,9 @@ import (
 
 // Options configure an Engine.
 type Options struct {
-	// Name, Path, Adapter, ScoreThreshold and IoUThreshold are as in
-	// infer.Options.
-	Name, Path, Adapter          string
+	// Name, Path and Spec are as in infer.Options.
+	Name, Path                   string
+	Spec                         infer.Spec
 	ScoreThreshold, IoUThreshold float32
 	// Device is the CUDA device ordinal.
 	Device int
@@ -202,8 +202,7 @@ func Open(o Options) (*Engine, error) {
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
-	ad, bind, half, err := infer.Describe(infer.Options{Name: o.Name, Path: o.Path, Adapter: o.Adapter,
-		ScoreThreshold: o.ScoreThreshold, IoUThreshold: o.IoUThreshold})
+	ad, bind, half, err := infer.Describe(infer.Options{Name: o.Name, Path: o.Path, Spec: o.Spec})
 	if err != nil {
 		return nil, err
 	}
@@ -384,8 +383,12 @@ func (e *Engine) ensure(s *slot, n int) error {
 // Model returns the model name.
 func (e *Engine) Model() string { return e.name }
 
-// Adapter returns the adapter's name.
+// Adapter returns the format's name.
 func (e *Engine) Adapter() string { return e.adapter.Name() }
+
+// Chosen says which format reads the model and, under format auto, why
+// (infer.Binding.Chosen).
+func (e *Engine) Chosen() string { return e.bind.Chosen }
 
 // Batch returns the model's fixed batch size.
 func (e *Engine) Batch() int { return e.bind.Batch }
@@ -488,7 +491,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	need := 0
 	views := make([]decode.YUV420, len(imgs))
 	for i, img := range imgs {
-		s.lbs[i] = infer.NewLetterbox(img.Width(), img.Height(), e.bind.InW, e.bind.InH)
+		s.lbs[i] = e.bind.Letterbox(img.Width(), img.Height())
 		if p, ok := img.(*decode.Picture); ok && !e.o.CPUPreprocess {
 			if c, ok := p.CUDA(); ok {
 				// NVDEC surface: the kernel reads it where it is.

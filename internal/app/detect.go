@@ -77,6 +77,7 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	if err != nil {
 		return fmt.Errorf("--model %s: %w", m.File, err)
 	}
+	engs.LogLoaded(log) // the provider and, under format auto, the format taken
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	lines := sinks.NewJSONLines(out)

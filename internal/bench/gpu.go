@@ -210,8 +210,7 @@ func grabFrames(ctx context.Context, src string, n int) ([]pipeline.Image, error
 func cpuReference(m infer.Model, frames []pipeline.Image) (time.Duration, [][]pipeline.Detection, error) {
 	sc := decode.NewScaler()
 	defer sc.Close()
-	eng, err := infer.Open(infer.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-		IoUThreshold: m.IoUThreshold, Resizer: sc})
+	eng, err := infer.Open(infer.Options{Name: m.Name, Path: m.File, Spec: m.Spec, Resizer: sc})
 	if err != nil {
 		return 0, nil, cli.BadInput(err)
 	}
@@ -237,8 +236,7 @@ func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file strin
 	var bts []gpu.BatchTimes
 	sc := decode.NewScaler()
 	defer sc.Close()
-	eng, err := gpu.Open(gpu.Options{Name: m.Name, Path: file, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-		IoUThreshold: m.IoUThreshold, Device: c.Infer.Device, Providers: chain, CUDAGraph: graph, TF32: c.Infer.TF32, Slots: c.Infer.Slots, Resizer: sc,
+	eng, err := gpu.Open(gpu.Options{Name: m.Name, Path: file, Spec: m.Spec, Device: c.Infer.Device, Providers: chain, CUDAGraph: graph, TF32: c.Infer.TF32, Slots: c.Infer.Slots, Resizer: sc,
 		OnBatch: func(bt gpu.BatchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }})
 	if err != nil {
 		return row, nil, "", err

@@ -203,7 +203,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 		return r, err
 	}
 	if m, err := c.ResolveModel(o.Model); err == nil {
-		if _, err := infer.Inspect(m.File, m.Adapter); err != nil {
+		if _, err := infer.Inspect(m.File, m.Spec); err != nil {
 			return r, cli.BadInput(fmt.Errorf("--model: %w", err))
 		}
 	}

@@ -334,19 +334,105 @@ type Pipeline struct {
 	AlertInterval Duration `yaml:"alert_interval"`
 }
 
-// Model is a named model.
+// Model is a named model: its file and its model block (docs/config.md,
+// "Model formats", gives each format's layout and defaults).
 type Model struct {
 	// Name is what streams[].model refers to.
 	Name string `yaml:"name" default:"required" example:"faces-far"`
 	// Path is the .onnx file, absolute or relative to infer.models_dir.
 	Path string `yaml:"path" default:"required" example:"face_detection_back_256x256_barracuda.onnx"`
-	// Adapter is blazeface, yolox, or empty to detect it from the model's
-	// shapes.
+	// Format is how the model's outputs are laid out: yolox, blazeface,
+	// yolov8 (also YOLOv9, YOLO11: [1, 4+C, N] or [1, N, 4+C], NMS by
+	// vigil), yolov10 (also YOLO26: [1, K, 6] end to end), rtdetr (also
+	// D-FINE: labels, boxes, scores, orig_target_sizes input), rfdetr
+	// (dets and labels logits) or ssd (TensorFlow detection API:
+	// detection_boxes, _classes, _scores); auto recognises it from the model's input
+	// and output names and shapes, says which it took in the `model
+	// loaded` line, and refuses to start (exit 2) listing what fits when
+	// it cannot tell.
+	Format string `yaml:"format" default:"auto" example:"auto"`
+	// Adapter is the former name of format, still read; set one of them.
 	Adapter string `yaml:"adapter"`
-	// ScoreThreshold and IoUThreshold (0 to 1) replace the adapter's
-	// defaults; 0 keeps them.
-	ScoreThreshold float32 `yaml:"score_threshold"`
-	IoUThreshold   float32 `yaml:"iou_threshold"`
+	// Input overrides the format's preprocessing; unset keys take the
+	// format's convention or what the model's input says.
+	Input ModelInput `yaml:"input" example:"{pad: 0}"`
+	// Labels are the class names by class id; LabelsFile is a file of
+	// them, one per line (# comments). Neither: the 80 COCO names for an
+	// 80-class model (BlazeFace: face). A model with more classes than
+	// names does not start. labels_file is absolute or relative to
+	// infer.models_dir.
+	Labels     []string `yaml:"labels"`
+	LabelsFile string   `yaml:"labels_file"`
+	// Classes, when set, keeps only detections of these class names.
+	Classes []string `yaml:"classes"`
+	// ScoreThreshold and IoUThreshold (0 to 1) replace the format's
+	// defaults; 0 keeps them. ClassThresholds replace score_threshold
+	// for single classes, by name.
+	ScoreThreshold  float32            `yaml:"score_threshold"`
+	ClassThresholds map[string]float32 `yaml:"class_thresholds"`
+	IoUThreshold    float32            `yaml:"iou_threshold"`
+}
+
+// ModelInput is how frames are written into a model's image input.
+type ModelInput struct {
+	// Layout is nchw (planar) or nhwc (interleaved); empty: the model's
+	// input shape says.
+	Layout string `yaml:"layout"`
+	// Order is the channel order, rgb or bgr.
+	Order string `yaml:"order" default:"the format's"`
+	// DType is float32, float16 or uint8; empty: the model's (a value
+	// given must be the model's).
+	DType string `yaml:"dtype"`
+	// Range maps 8-bit levels 0..255 linearly onto [low, high] ([0, 1]:
+	// v/255). A uint8 input gets the levels as they are.
+	Range []float32 `yaml:"range" default:"the format's"`
+	// Mean and Std (three numbers each, R, G, B) normalise each channel
+	// after range, (x - mean) / std; with them range defaults to [0, 1]
+	// (ImageNet: mean [0.485, 0.456, 0.406], std [0.229, 0.224, 0.225]).
+	Mean []float32 `yaml:"mean"`
+	Std  []float32 `yaml:"std"`
+	// Resize is letterbox (aspect ratio kept, padded right and bottom) or
+	// stretch (the whole input, aspect ratio lost).
+	Resize string `yaml:"resize" default:"the format's"`
+	// Pad is the 8-bit level (0 to 255) of letterbox padding, before
+	// normalisation.
+	Pad *float32 `yaml:"pad" default:"the format's"`
+	// Size is [width, height] in pixels: the fixed size vigil runs a
+	// model with a dynamic input height and width at (CUDA graphs,
+	// TensorRT profiles and vigil shapes need one); for a fixed-size
+	// model it must match the model or be unset.
+	Size []int `yaml:"size"`
+}
+
+// Spec is m's model block as infer takes it. Labels come from
+// labels_file (relative to modelsDir) when it is set; its read error is
+// returned.
+func (m Model) Spec(modelsDir string) (infer.Spec, error) {
+	f := m.Format
+	if f == "" || f == infer.FormatAuto {
+		f = m.Adapter
+	}
+	in := m.Input
+	// An empty list is an unset one (the generated example writes []).
+	s := infer.Spec{Format: f, Labels: nilIfEmpty(m.Labels), Classes: nilIfEmpty(m.Classes), ScoreThreshold: m.ScoreThreshold,
+		ClassThresholds: m.ClassThresholds, IoUThreshold: m.IoUThreshold,
+		Input: infer.InputSpec{Layout: in.Layout, Order: in.Order, DType: in.DType, Range: nilIfEmpty(in.Range), Mean: nilIfEmpty(in.Mean),
+			Std: nilIfEmpty(in.Std), Resize: in.Resize, Pad: in.Pad}}
+	switch len(in.Size) {
+	case 0:
+	case 2:
+		s.Input.Width, s.Input.Height = in.Size[0], in.Size[1]
+	default:
+		s.Input.Width = -1 // Check refuses it, naming input.size
+	}
+	if m.LabelsFile != "" {
+		l, err := infer.ReadLabels(infer.Model{File: m.LabelsFile}.Resolve(modelsDir))
+		if err != nil {
+			return s, fmt.Errorf("labels_file: %w", err)
+		}
+		s.Labels = l
+	}
+	return s, nil
 }
 
 // Stream is one camera or file.
@@ -567,6 +653,7 @@ func (c *Config) expand() {
 	c.Infer.ModelsDir = assets.ExpandEnv(c.Infer.ModelsDir)
 	for i := range c.Models {
 		c.Models[i].Path = assets.ExpandEnv(c.Models[i].Path)
+		c.Models[i].LabelsFile = assets.ExpandEnv(c.Models[i].LabelsFile)
 	}
 	for i := range c.Streams {
 		c.Streams[i].URL = assets.ExpandEnv(c.Streams[i].URL)
@@ -799,17 +886,7 @@ func (c *Config) Validate() error {
 		if m.Path == "" {
 			p.add(f+".path", "is required")
 		}
-		if m.Adapter != "" {
-			if _, err := infer.NewAdapter(m.Adapter, 0, 0); err != nil {
-				p.add(f+".adapter", "%v", err)
-			}
-		}
-		if m.ScoreThreshold < 0 || m.ScoreThreshold > 1 {
-			p.add(f+".score_threshold", "%v: want 0..1", m.ScoreThreshold)
-		}
-		if m.IoUThreshold < 0 || m.IoUThreshold > 1 {
-			p.add(f+".iou_threshold", "%v: want 0..1", m.IoUThreshold)
-		}
+		checkModelBlock(&p, f, m, c.Infer.ModelsDir)
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Streams {
@@ -975,8 +1052,11 @@ func (c *Config) CheckModel(ref string) error {
 func (c *Config) ResolveModel(ref string) (infer.Model, error) {
 	for _, m := range c.Models {
 		if m.Name == ref {
-			return infer.Model{Name: m.Name, File: infer.Model{File: m.Path}.Resolve(c.Infer.ModelsDir),
-				Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold, IoUThreshold: m.IoUThreshold}, nil
+			spec, err := m.Spec(c.Infer.ModelsDir)
+			if err != nil {
+				return infer.Model{}, fmt.Errorf("model %s: %w", m.Name, err)
+			}
+			return infer.Model{Name: m.Name, File: infer.Model{File: m.Path}.Resolve(c.Infer.ModelsDir), Spec: spec}, nil
 		}
 	}
 	if m, ok := infer.BuiltinModels[ref]; ok {
@@ -1018,6 +1098,35 @@ func missingModelHint(name string) string {
 			"or copy yolox_nano.onnx into infer.models_dir"
 	}
 	return "run `make setup`, or set infer.models_dir"
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// checkModelBlock adds the problems of model block m (field f,
+// "models[0]") that show without the model file.
+func checkModelBlock(p *problems, f string, m Model, modelsDir string) {
+	if m.Adapter != "" && m.Format != "" && m.Format != infer.FormatAuto && m.Adapter != m.Format {
+		p.add(f+".adapter", "%q and format %q: adapter is format's former name; keep format", m.Adapter, m.Format)
+	}
+	if len(m.Labels) > 0 && m.LabelsFile != "" {
+		p.add(f+".labels_file", "set labels or labels_file, not both")
+	}
+	s, err := m.Spec(modelsDir)
+	if err != nil {
+		p.add(f+".labels_file", "%v", strings.TrimPrefix(err.Error(), "labels_file: "))
+	}
+	if err := s.Check(); err != nil {
+		key, msg, _ := strings.Cut(err.Error(), ": ")
+		if m.Format == "" && m.Adapter != "" && key == "format" {
+			key = "adapter"
+		}
+		p.add(f+"."+key, "%s", msg)
+	}
 }
 
 type problems []string

@@ -46,7 +46,7 @@ func TestValidateNamesFields(t *testing.T) {
 log: {level: loud}
 metrics: {listen: nowhere}
 pipeline: {queue_size: 0}
-models: [{name: m, path: /dev/null, adapter: ssd}]
+models: [{name: m, path: /dev/null, adapter: retinanet}]
 streams:
   - {id: "bad id", url: "ftp://x/y", transport: sctp, model: nope}
   - {id: ok, url: /x.avi, model: m, open_timeout: 1s}
@@ -292,4 +292,49 @@ func TestLoadAnalytics(t *testing.T) {
 		require.ErrorContains(t, err, p+": ")
 		require.ErrorContains(t, err, tc.want)
 	}
+}
+
+// A model block's values are checked at parse, each problem naming its
+// key; labels_file is read relative to infer.models_dir; adapter is
+// format's former name.
+func TestModelBlock(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "names.txt"), []byte("# two\ncat\ndog\n"), 0o644))
+	_, err := Parse([]byte(`
+infer: {models_dir: `+dir+`}
+models:
+  - {name: a, path: m.onnx, format: yolov5}
+  - {name: b, path: m.onnx, format: yolox, adapter: blazeface}
+  - {name: c, path: m.onnx, input: {layout: chw, range: [1], mean: [0.5, 0.5, 0.5]}}
+  - {name: d, path: m.onnx, labels_file: missing.txt}
+  - {name: e, path: m.onnx, labels: [x], labels_file: names.txt}
+  - {name: f, path: m.onnx, input: {pad: 300}, class_thresholds: {cat: 1.5}}
+  - {name: g, path: m.onnx, input: {size: [640]}}
+`), "m.yaml")
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		`models[0].format: unknown format "yolov5" (want auto, blazeface, yolox, yolov8, yolov10, rtdetr, rfdetr, ssd)`,
+		`models[1].adapter: "blazeface" and format "yolox"`,
+		`models[2].input.layout: "chw"`,
+		`models[3].labels_file: open ` + filepath.Join(dir, "missing.txt"),
+		`models[4].labels_file: set labels or labels_file, not both`,
+		`models[5].input.pad: 300`,
+		`models[6].input.size: [-1, 0]: want [width, height]`,
+	} {
+		require.Contains(t, msg, want)
+	}
+	c, err := Parse([]byte(`
+infer: {models_dir: `+dir+`}
+models:
+  - {name: pets, path: m.onnx, adapter: yolox, labels_file: names.txt, classes: [dog], input: {size: [640, 480], pad: 0}}
+`), "m.yaml")
+	require.NoError(t, err)
+	m, err := c.ResolveModel("pets")
+	require.NoError(t, err)
+	require.Equal(t, "yolox", m.Spec.Format, "adapter still read")
+	require.Equal(t, []string{"cat", "dog"}, m.Spec.Labels)
+	require.Equal(t, []string{"dog"}, m.Spec.Classes)
+	require.Equal(t, float32(0), *m.Spec.Input.Pad)
+	require.Equal(t, 640, m.Spec.Input.Width)
 }

@@ -14,13 +14,14 @@ import (
 )
 
 // labelsCache holds the class names read from model files, by file,
-// adapter, size and modification time (a replaced file is read again).
+// model block, size and modification time (a replaced file is read
+// again).
 var labelsCache sync.Map // labelsKey -> []string
 
 type labelsKey struct {
-	file, adapter string
-	size          int64
-	mod           time.Time
+	file, spec string // spec: the model block, printed
+	size       int64
+	mod        time.Time
 }
 
 // Labels returns the class names of the detections of model ref (a
@@ -43,14 +44,14 @@ func Labels(c *config.Config, ref string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.File, err)
 	}
-	k := labelsKey{file: m.File, adapter: m.Adapter, size: fi.Size(), mod: fi.ModTime()}
+	k := labelsKey{file: m.File, spec: fmt.Sprintf("%+v", m.Spec), size: fi.Size(), mod: fi.ModTime()}
 	if l, ok := labelsCache.Load(k); ok {
 		return l.([]string), nil
 	}
 	if err := infer.InitRuntime(c.Infer.ORTLibrary); err != nil {
 		return nil, cli.BadInput(err)
 	}
-	s, err := infer.Inspect(m.File, m.Adapter)
+	s, err := infer.Inspect(m.File, m.Spec)
 	if err != nil {
 		return nil, err
 	}

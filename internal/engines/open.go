@@ -37,6 +37,9 @@ func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
 	if _, ok := eng.(*gpu.Engine); ok {
 		fields = append(fields, zap.Int("device", dev))
 	}
+	if c, ok := eng.(interface{ Chosen() string }); ok {
+		fields = append(fields, zap.String("format", c.Chosen()))
+	}
 	log.Info("model loaded: "+choice, fields...)
 }
 
@@ -71,8 +74,7 @@ func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Det
 		// cudaErrorStreamCaptureInvalidated, then illegal memory accesses).
 		// With NVDEC decoding, runs are eager.
 		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && e.cfg.Decode.HWAccel == "none"
-		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-			IoUThreshold: m.IoUThreshold, Device: dev, Providers: chain, CUDAGraph: graph, TF32: ic.TF32,
+		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Spec: m.Spec, Device: dev, Providers: chain, CUDAGraph: graph, TF32: ic.TF32,
 			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
 		if err == nil {
 			choice := g.Choice()
@@ -87,8 +89,7 @@ func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Det
 		gpuErr = err
 	}
 	eng, err := infer.Open(infer.Options{
-		Name: m.Name, Path: m.File, Adapter: m.Adapter, ScoreThreshold: m.ScoreThreshold,
-		IoUThreshold: m.IoUThreshold, IntraOpThreads: ic.IntraOpThreads, Resizer: sc,
+		Name: m.Name, Path: m.File, Spec: m.Spec, IntraOpThreads: ic.IntraOpThreads, Resizer: sc,
 		// A pool's instance serves few streams and idles between frames.
 		NoSpin: pool != "",
 	})

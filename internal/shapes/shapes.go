@@ -388,7 +388,7 @@ func shapeRows(c *config.Config, streams []shapeStream, allModels bool, maxWaste
 		mi := &modelInfo{}
 		mi.m, mi.err = c.ResolveModel(ref)
 		if mi.err == nil {
-			mi.shape, mi.err = infer.Inspect(mi.m.File, mi.m.Adapter)
+			mi.shape, mi.err = infer.Inspect(mi.m.File, mi.m.Spec)
 		}
 		cache[ref] = mi
 		return mi
