@@ -24,6 +24,11 @@ type Comparison struct {
 	Bad []string
 	// WorstIoU and WorstScore are over the pairs formed (1 and 0 with none).
 	WorstIoU, WorstScore float64
+	// Marginal counts, for CompareAt, the unpaired detections that scored
+	// less than MatchScore above the score threshold: their counterpart
+	// may have scored just below it, within MatchScore, so they are not in
+	// Bad. Strict agreement (the same count) needs Marginal = 0 too.
+	Marginal int
 }
 
 // Matched is Total minus the failures.
@@ -38,13 +43,37 @@ func (c *Comparison) Add(o Comparison) {
 	c.Bad = append(c.Bad, o.Bad...)
 	c.WorstIoU = math.Min(c.WorstIoU, o.WorstIoU)
 	c.WorstScore = math.Max(c.WorstScore, o.WorstScore)
+	c.Marginal += o.Marginal
+}
+
+// CompareAt is Compare for two engines that cut detections at the same
+// score threshold thr: an unpaired detection scoring below thr+MatchScore
+// counts as Marginal rather than as a failure, since a counterpart scoring
+// under thr, within MatchScore of it, was cut by the threshold and not
+// lost by the engine.
+func CompareAt(ref, cand []pipeline.Detection, thr float32) Comparison {
+	return compare(ref, cand, thr+MatchScore)
+}
+
+// ScoreThreshold is the score below which the adapter drops detections
+// (its configured threshold or its default), or 0 for adapters that do not
+// say.
+func ScoreThreshold(a Adapter) float32 {
+	if t, ok := a.(interface{ ScoreThreshold() float32 }); ok {
+		return t.ScoreThreshold()
+	}
+	return 0
 }
 
 // Compare pairs each reference detection (ref) with the candidate
 // detection of the same class that overlaps it most, each candidate used
 // once, and checks every pair against MatchIoU and MatchScore; unpaired
 // detections on either side are failures too.
-func Compare(ref, cand []pipeline.Detection) Comparison {
+func Compare(ref, cand []pipeline.Detection) Comparison { return compare(ref, cand, 0) }
+
+// compare is Compare with unpaired detections scoring below marginal
+// counted as Marginal instead of failures.
+func compare(ref, cand []pipeline.Detection, marginal float32) Comparison {
 	c := Comparison{WorstIoU: 1}
 	used := make([]bool, len(cand))
 	for _, a := range ref {
@@ -55,6 +84,10 @@ func Compare(ref, cand []pipeline.Detection) Comparison {
 			}
 		}
 		c.Total++
+		if bi < 0 && a.Score < marginal {
+			c.Marginal++
+			continue
+		}
 		if bi < 0 {
 			c.Bad = append(c.Bad, fmt.Sprintf("%s %.3f at %v: no counterpart", a.Label, a.Score, a.Box))
 			continue
@@ -67,7 +100,10 @@ func Compare(ref, cand []pipeline.Detection) Comparison {
 		}
 	}
 	for j, b := range cand {
-		if !used[j] {
+		if !used[j] && b.Score < marginal {
+			c.Total++
+			c.Marginal++
+		} else if !used[j] {
 			c.Total++
 			c.Bad = append(c.Bad, fmt.Sprintf("%s %.3f at %v: only in the candidate", b.Label, b.Score, b.Box))
 		}

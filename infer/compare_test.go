@@ -46,3 +46,29 @@ func TestCompare(t *testing.T) {
 	require.Equal(t, 4, all.Total)
 	require.Equal(t, 3, all.Matched())
 }
+
+// CompareAt forgives a detection on one side only when it scored within
+// MatchScore of the threshold, and counts it as Marginal.
+func TestCompareAt(t *testing.T) {
+	box := func(x1, y1, x2, y2 float32) pipeline.Box { return pipeline.Box{X1: x1, Y1: y1, X2: x2, Y2: y2} }
+	ref := []pipeline.Detection{
+		{Label: "person", Score: 0.80, Box: box(0, 0, 100, 100)},
+		{Label: "sports ball", ClassID: 32, Score: 0.31, Box: box(200, 200, 220, 220)}, // at the threshold
+	}
+	cand := []pipeline.Detection{
+		{Label: "person", Score: 0.79, Box: box(0, 0, 100, 100)},
+		{Label: "dog", ClassID: 16, Score: 0.315, Box: box(400, 400, 450, 450)}, // at the threshold
+	}
+	c := infer.CompareAt(ref, cand, 0.3)
+	require.Empty(t, c.Bad)
+	require.Equal(t, 2, c.Marginal)
+	require.Equal(t, 3, c.Total)
+	c = infer.Compare(ref, cand)
+	require.Len(t, c.Bad, 2, "Compare forgives nothing")
+	require.Zero(t, c.Marginal)
+	cand[1].Score = 0.35 // clear of the threshold: a real difference
+	c = infer.CompareAt(ref, cand, 0.3)
+	require.Len(t, c.Bad, 1)
+	require.Contains(t, c.Bad[0], "dog 0.350")
+	require.Equal(t, 1, c.Marginal)
+}

@@ -107,6 +107,11 @@ func (a *adapter) Name() string         { return a.format }
 func (a *adapter) Format() TensorFormat { return a.tf }
 func (a *adapter) Labels() []string     { return a.labels }
 
+// ScoreThreshold is the score below which detections are dropped: the
+// model's score_threshold, else its format's default (infer.ScoreThreshold;
+// class_thresholds can set other classes' apart).
+func (a *adapter) ScoreThreshold() float32 { return a.defThr }
+
 // squareOnly: BlazeFace's anchor grids assume an S×S input.
 func (a *adapter) squareOnly() bool { return a.square }
 

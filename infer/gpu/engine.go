@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,15 +45,30 @@ type Options struct {
 	// CUDAGraph replays each run as a CUDA graph after warm-up (the CUDA
 	// EP's enable_cuda_graph; TensorRT's trt_cuda_graph_enable).
 	CUDAGraph bool
-	// TF32 lets the CUDA provider use TF32 tensor-core maths (use_tf32),
-	// which can make convolutions faster; detections drift slightly from
-	// fp32's.
-	TF32 bool
+	// Precision is the maths the model runs in: PrecisionFP32 (the
+	// default, ""), PrecisionTF32 (the CUDA provider's use_tf32) or
+	// PrecisionFP16 (see Open).
+	Precision Precision
+	// CacheDir keeps the fp16 copies of models (Precision fp16, the CUDA
+	// provider), named by the model's SHA-256; "" is the OS's temporary
+	// directory.
+	CacheDir string
+	// NHWC and ConvAlgoSearch are the CUDA provider's prefer_nhwc and
+	// cudnn_conv_algo_search (ortdev.Options).
+	NHWC           bool
+	ConvAlgoSearch string
+	// Instances is the number of ONNX Runtime sessions of the model, each
+	// with its own CUDA compute stream and bound input and outputs
+	// (default 1). Batches go to whichever instance is free, so with more
+	// than one, batches run on the GPU at the same time, filling it where
+	// one batch's kernels leave it idle. Each instance costs its session's
+	// memory (weights, workspace and arena).
+	Instances int
 	// TensorRT settings; ProfileShapes is filled in from the model's fixed
 	// input shape when empty.
 	TensorRT ortdev.TensorRTOptions
-	// Slots is the number of pinned staging slots, i.e. batches in flight
-	// (default 2: double buffering).
+	// Slots is the number of pinned staging slots per instance, i.e.
+	// batches in flight per instance (default 2: double buffering).
 	Slots int
 	// Resizer resizes frames that are not 8-bit 4:2:0 on the CPU
 	// (decode.Scaler); nil refuses such frames.
@@ -99,9 +113,10 @@ type BatchTimes struct {
 }
 
 // Engine is a fixed-shape detection engine on one GPU; it implements
-// pipeline.Engine. Up to Slots batches are in flight at once: calls from
-// several goroutines overlap one batch's upload and download with another's
-// compute.
+// pipeline.Engine. Up to Slots × Instances batches are in flight at once:
+// calls from several goroutines overlap one batch's upload and download
+// with another's compute, and with several instances, computes with each
+// other.
 type Engine struct {
 	name    string
 	adapter infer.Adapter
@@ -109,16 +124,21 @@ type Engine struct {
 	half    bool
 	o       Options
 
-	ctx     *cuda.Context
-	compute *cuda.Stream
-	up      *cuda.Stream
-	down    *cuda.Stream
-	pre     *Preprocessor
-	sess    *ortdev.Session
-	choice  string
+	ctx      *cuda.Context
+	up       *cuda.Stream
+	down     *cuda.Stream
+	pre      *Preprocessor
+	choice   string
+	provider ortdev.Provider
+	// model is the file the sessions run: Options.Path, or its fp16 copy.
+	model string
+	// precision is the precision the sessions run in (Options.Precision,
+	// or fp32 after a refused fp16).
+	precision Precision
 
-	input    *cuda.DeviceBuffer   // [Batch, ...] model input, bound
-	outputs  []*cuda.DeviceBuffer // model outputs, bound
+	lanes    []*lane
+	free     chan *lane // lanes not running a batch
+	last     atomic.Pointer[lane]
 	outBytes []int
 	itemIn   int // bytes of one item's input
 
@@ -127,54 +147,41 @@ type Engine struct {
 	// resizeMu serialises the Resizer (decode.Scaler is not safe for
 	// concurrent use) across the batches in flight.
 	resizeMu sync.Mutex
-	compMu   sync.Mutex // orders kernel+run+D2D sequences on compute
 	closeMu  sync.Mutex
 	closed   bool
 }
 
+// lane is one instance of the model: an ONNX Runtime session on its own
+// compute stream, with its bound input and outputs. A batch holds its lane
+// from its preprocessing kernels to the device copy of its outputs.
+type lane struct {
+	compute *cuda.Stream
+	sess    *ortdev.Session
+	input   *cuda.DeviceBuffer   // [Batch, ...] model input, bound
+	outputs []*cuda.DeviceBuffer // model outputs, bound
+	r0, r1  *cuda.Event          // around RunModel's run
+}
+
 var _ pipeline.Engine = (*Engine)(nil)
 
-// gpuMu serialises, across every engine of the process, the calls that a
-// CUDA stream capture in progress forbids on other threads: ONNX Runtime's
-// Run with CUDA graphs on (it captures its graph in global capture mode,
-// at a run of its choosing), session creation and warm-up, and device or
-// pinned allocations and frees; they take the write lock. Seen on the H200
-// without it: one session's capture invalidated by another's run
-// (cudaErrorStreamCaptureInvalidated, then "misaligned address"). Runs
-// without CUDA graphs capture nothing: they take the read lock and their
-// device's lock (runLock), so that runs on one GPU execute one after the
-// other, as they would anyway, while runs on different GPUs overlap.
-// (With one process-wide lock for every run, two H200s carried fewer
-// streams than one: 96 hybrid streams failed, each batch's inference
-// taking 12.0 ms against 6.2 on one GPU, the two GPUs' runs alternating.)
-// Copies and preprocessing of other batches, on other streams, overlap the
-// runs in both cases.
-var gpuMu sync.RWMutex
+// Capture and runs. ONNX Runtime captures a session's CUDA graph in global
+// capture mode on one of its first runs, which forbids allocations, frees
+// and synchronising calls on every other thread while it lasts (seen on
+// the H200: one session's capture invalidated by another's run,
+// cudaErrorStreamCaptureInvalidated, then "misaligned address"). So the
+// sections that may capture (session creation and the warm-up runs, in
+// Open) and allocations and frees take cuda.Exclusive, and runs take
+// cuda.Shared (runLock): after warm-up a session only replays its graph,
+// which captures nothing, so runs of every session and instance overlap,
+// each on its own stream, as do direct NVDEC's copies (decode takes
+// cuda.Shared too). Warm-up runs five times, and ORT captures on the second
+// (the CUDA and TensorRT providers' min_num_runs_before_cuda_graph_capture
+// is 1). (Before: runs with graphs took the lock exclusively and runs
+// without took a per-device lock, so one GPU ran one batch at a time.)
 
-// devRun holds one *sync.Mutex per CUDA device ordinal (runLock).
-var devRun sync.Map
-
-// graphs reports whether this engine's runs may capture or replay CUDA
-// graphs: CUDAGraph, or the TensorRT provider's own setting.
-func (e *Engine) graphs() bool { return e.o.CUDAGraph || e.o.TensorRT.CUDAGraph }
-
-// runLock takes the locks one ONNX Runtime run on device dev needs (see
-// gpuMu) and returns their unlock: the write lock with CUDA graphs on;
-// otherwise the read lock and the device's own lock.
-func runLock(dev int, graphs bool) (unlock func()) {
-	if graphs {
-		gpuMu.Lock()
-		return gpuMu.Unlock
-	}
-	m, _ := devRun.LoadOrStore(dev, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	gpuMu.RLock()
-	mu.Lock()
-	return func() {
-		mu.Unlock()
-		gpuMu.RUnlock()
-	}
-}
+// runLock takes the capture lock shared for one ONNX Runtime run and
+// returns its unlock.
+func runLock() (unlock func()) { return cuda.Shared() }
 
 // slot is one batch's staging: pinned host memory and device memory for
 // the frames, device and pinned memory for the outputs, and its events.
@@ -191,23 +198,73 @@ type slot struct {
 	up0, up1, c0, p1, c1, d0, d1 *cuda.Event
 }
 
-// Open initialises CUDA on o.Device, compiles the kernels, opens the ONNX
-// Runtime session (chain o.Providers) on its compute stream with I/O bound
-// to device buffers, allocates the slots and warms up (five runs, so that
-// a CUDA-graph session has captured its graph). infer.InitRuntime and
-// ortdev.Init must have succeeded. Errors wrap cuda.ErrNoDriver (no
-// driver), cuda.ErrNoNVRTC, the model errors of infer.Describe, or say that
-// no GPU provider could be opened, with each provider's reason.
+// Open initialises CUDA on o.Device, compiles the kernels, opens
+// o.Instances ONNX Runtime sessions of the model (the first down the
+// provider chain o.Providers, the others on the provider it took), each on
+// its own compute stream with I/O bound to device buffers, allocates the
+// slots and warms each session up (five runs, so that a CUDA-graph session
+// has captured its graph).
+//
+// Precision fp16: on the CUDA provider the sessions run an fp16 copy of the
+// model that Open makes (onnxfp16.Convert) and keeps in o.CacheDir; on
+// TensorRT the fp32 model runs with trt_fp16_enable. Open then runs the
+// built-in frame (BuiltinFrame) through the engine and through an fp32
+// engine and, unless their detections agree (infer.Compare: same count, IoU
+// ≥ 0.9, score within 0.02), reopens the engine in fp32 and says why in
+// Choice.
+//
+// infer.InitRuntime and ortdev.Init must have succeeded. Errors wrap
+// cuda.ErrNoDriver (no driver), cuda.ErrNoNVRTC, the model errors of
+// infer.Describe, or say that no GPU provider could be opened, with each
+// provider's reason.
 func Open(o Options) (*Engine, error) {
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
+	if _, err := ParsePrecision(string(o.Precision)); err != nil {
+		return nil, err
+	}
+	if o.Precision == "" {
+		o.Precision = PrecisionFP32
+	}
+	e, err := open(o)
+	if err != nil || o.Precision != PrecisionFP16 {
+		return e, err
+	}
+	why, err := e.agreesWithFP32()
+	if err == nil && why == "" {
+		return e, nil
+	}
+	if err != nil {
+		why = "checking it against fp32: " + cli1(err)
+	}
+	choice := e.choice
+	e.Close()
+	o.Precision = PrecisionFP32
+	f, err := open(o)
+	if err != nil {
+		return nil, err
+	}
+	f.choice = strings.Replace(choice, "precision fp16", "precision fp32", 1) + "; fp16 refused, running fp32: " + why
+	return f, nil
+}
+
+// cli1 keeps an error to its first line.
+func cli1(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+func open(o Options) (*Engine, error) {
 	ad, bind, half, err := infer.Describe(infer.Options{Name: o.Name, Path: o.Path, Spec: o.Spec})
 	if err != nil {
 		return nil, err
 	}
 	if o.Slots <= 0 {
 		o.Slots = 2
+	}
+	if o.Instances <= 0 {
+		o.Instances = 1
 	}
 	if len(o.Providers) == 0 {
 		o.Providers = []ortdev.Provider{ortdev.TensorRT, ortdev.CUDA}
@@ -217,13 +274,13 @@ func Open(o Options) (*Engine, error) {
 			return nil, errors.New("gpu: the cpu provider cannot run the GPU engine; use infer.Engine")
 		}
 	}
-	e := &Engine{name: o.Name, adapter: ad, bind: bind, half: half, o: o}
+	e := &Engine{name: o.Name, adapter: ad, bind: bind, half: half, o: o, precision: o.Precision}
 	if e.name == "" {
 		e.name = ad.Name()
 	}
-	gpuMu.Lock() // allocations, session creation and the capture in warm-up
+	unlock := cuda.Exclusive() // allocations, session creation and the capture in warm-up
 	err = e.open()
-	gpuMu.Unlock()
+	unlock()
 	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("GPU %d: %w", o.Device, err)
@@ -238,12 +295,43 @@ func (e *Engine) elem() ortdev.ElemType {
 	return ortdev.Float32
 }
 
+func (e *Engine) inShape() []int64 {
+	b := e.bind
+	if !e.adapter.Format().NCHW {
+		return []int64{int64(b.Batch), int64(b.InH), int64(b.InW), 3}
+	}
+	return []int64{int64(b.Batch), 3, int64(b.InH), int64(b.InW)}
+}
+
+// sessionOptions are the ortdev options of one instance's session on
+// provider p, running model.
+func (e *Engine) sessionOptions(p ortdev.Provider, model string, l *lane) ortdev.Options {
+	trt := e.o.TensorRT
+	if trt.ProfileShapes == "" {
+		trt.ProfileShapes = ortdev.FixedProfile(e.bind.Input, e.inShape())
+	}
+	trt.CUDAGraph = trt.CUDAGraph || e.o.CUDAGraph
+	trt.FP16 = trt.FP16 || e.precision == PrecisionFP16
+	return ortdev.Options{Model: model, Providers: []ortdev.Provider{p}, DeviceID: e.o.Device,
+		ComputeStream: l.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TF32: e.precision == PrecisionTF32,
+		NHWC: e.o.NHWC, ConvAlgoSearch: e.o.ConvAlgoSearch, TensorRT: trt}
+}
+
+// modelFor is the file a session on provider p runs: the fp16 copy for
+// precision fp16 on the CUDA provider (made on first use), else the model.
+func (e *Engine) modelFor(p ortdev.Provider) (string, error) {
+	if e.precision != PrecisionFP16 || p != ortdev.CUDA {
+		return e.o.Path, nil
+	}
+	return FP16Copy(e.o.Path, e.o.CacheDir)
+}
+
 func (e *Engine) open() error {
 	var err error
 	if e.ctx, err = cuda.Primary(e.o.Device); err != nil {
 		return err
 	}
-	for _, s := range []**cuda.Stream{&e.compute, &e.up, &e.down} {
+	for _, s := range []**cuda.Stream{&e.up, &e.down} {
 		if *s, err = e.ctx.NewStream(); err != nil {
 			return err
 		}
@@ -252,69 +340,72 @@ func (e *Engine) open() error {
 		return err
 	}
 	b := e.bind
-	inShape := []int64{int64(b.Batch), 3, int64(b.InH), int64(b.InW)}
-	if !e.adapter.Format().NCHW {
-		inShape = []int64{int64(b.Batch), int64(b.InH), int64(b.InW), 3}
-	}
 	e.itemIn = b.InW * b.InH * 3 * e.elem().Size()
-	if e.input, err = e.ctx.Alloc(e.itemIn * b.Batch); err != nil {
-		return err
-	}
-	trt := e.o.TensorRT
-	if trt.ProfileShapes == "" {
-		trt.ProfileShapes = ortdev.FixedProfile(b.Input, inShape)
-	}
-	trt.CUDAGraph = trt.CUDAGraph || e.o.CUDAGraph
 	for i := range b.Outputs {
 		n := 4
 		for _, d := range b.OutShapes[i] {
 			n *= int(d)
 		}
-		buf, err := e.ctx.Alloc(n)
-		if err != nil {
-			return err
-		}
-		e.outputs = append(e.outputs, buf)
 		e.outBytes = append(e.outBytes, n)
 	}
-	// Down the provider chain: a provider whose session opens but cannot
-	// bind or run (a TensorRT build failure, say) gives way to the next.
+	// The first instance goes down the provider chain: a provider whose
+	// session does not open, or opens but cannot bind or run (a TensorRT
+	// build failure, say), gives way to the next.
+	first, err := e.newLane()
+	if err != nil {
+		return err
+	}
 	var skipped []string
-	for k := 0; k < len(e.o.Providers); {
-		sess, err := ortdev.Open(ortdev.Options{Model: e.o.Path, Providers: e.o.Providers[k:], DeviceID: e.o.Device,
-			ComputeStream: e.compute.Handle(), CUDAGraph: e.o.CUDAGraph, TF32: e.o.TF32, TensorRT: trt})
+	for _, p := range e.o.Providers {
+		model, err := e.modelFor(p)
 		if err != nil {
-			if len(skipped) > 0 {
-				return fmt.Errorf("%s; %w", strings.Join(skipped, "; "), err)
+			skipped = append(skipped, fmt.Sprintf("%s unavailable: making the fp16 copy: %s", p, cli1(err)))
+			continue
+		}
+		sess, err := ortdev.Open(e.sessionOptions(p, model, first))
+		if err == nil {
+			if err = e.warmUp(first, sess); err != nil {
+				sess.Close()
 			}
+		}
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s unavailable: %s", p, strings.TrimPrefix(cli1(err), "model "+model+": ")))
+			continue
+		}
+		first.sess, e.provider, e.model = sess, p, model
+		break
+	}
+	if first.sess == nil {
+		return errors.New(strings.Join(skipped, "; "))
+	}
+	why := "first choice"
+	if len(skipped) > 0 {
+		why = strings.Join(skipped, "; ")
+	}
+	e.choice = fmt.Sprintf("execution provider %s (%s); precision %s, %d instance(s)", e.provider, why, e.precision, e.o.Instances)
+	for range e.o.Instances - 1 {
+		l, err := e.newLane()
+		if err != nil {
 			return err
 		}
-		err = e.warmUp(sess, inShape)
-		if err == nil {
-			e.sess = sess
-			e.choice = sess.Choice()
-			if len(skipped) > 0 {
-				// "execution provider P (first choice)" or "(<reasons>)":
-				// put the reasons of the providers that failed here first.
-				head, reasons, _ := strings.Cut(strings.TrimSuffix(e.choice, ")"), " (")
-				all := skipped
-				if reasons != "first choice" {
-					all = append(all, reasons)
-				}
-				e.choice = head + " (" + strings.Join(all, "; ") + ")"
-			}
-			break
+		sess, err := ortdev.Open(e.sessionOptions(e.provider, e.model, l))
+		if err != nil {
+			return fmt.Errorf("instance %d: %w", len(e.lanes), err)
 		}
-		sess.Close()
-		used := slices.Index(e.o.Providers, sess.Provider())
-		skipped = append(skipped, fmt.Sprintf("%s unavailable: %v", sess.Provider(), err))
-		if used < 0 || used+1 >= len(e.o.Providers) {
-			return errors.New(strings.Join(skipped, "; "))
+		if err := e.warmUp(l, sess); err != nil {
+			sess.Close()
+			return fmt.Errorf("instance %d: %w", len(e.lanes), err)
 		}
-		k = used + 1
+		l.sess = sess
 	}
-	e.slots = make(chan *slot, e.o.Slots)
-	for range e.o.Slots {
+	e.free = make(chan *lane, len(e.lanes))
+	for _, l := range e.lanes {
+		e.free <- l
+	}
+	e.last.Store(e.lanes[0])
+	n := e.o.Slots * e.o.Instances
+	e.slots = make(chan *slot, n)
+	for range n {
 		s, err := e.newSlot()
 		if s != nil {
 			e.all = append(e.all, s) // Close frees what it holds
@@ -327,8 +418,35 @@ func (e *Engine) open() error {
 	return nil
 }
 
+// newLane makes an instance's stream, bound buffers and events (Close
+// frees them), without its session.
+func (e *Engine) newLane() (*lane, error) {
+	l := &lane{}
+	e.lanes = append(e.lanes, l)
+	var err error
+	if l.compute, err = e.ctx.NewStream(); err != nil {
+		return nil, err
+	}
+	if l.input, err = e.ctx.Alloc(e.itemIn * e.bind.Batch); err != nil {
+		return nil, err
+	}
+	for _, n := range e.outBytes {
+		buf, err := e.ctx.Alloc(n)
+		if err != nil {
+			return nil, err
+		}
+		l.outputs = append(l.outputs, buf)
+	}
+	for _, ev := range []**cuda.Event{&l.r0, &l.r1} {
+		if *ev, err = e.ctx.NewEvent(true); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
 func (e *Engine) newSlot() (*slot, error) {
-	s := &slot{lbs: make([]infer.Letterbox, e.bind.Batch), itemOut: make([][]float32, len(e.outputs))}
+	s := &slot{lbs: make([]infer.Letterbox, e.bind.Batch), itemOut: make([][]float32, len(e.outBytes))}
 	total := 0
 	for _, n := range e.outBytes {
 		total += n
@@ -358,8 +476,7 @@ func (e *Engine) ensure(s *slot, n int) error {
 	if s.host != nil && len(s.host.Bytes()) >= n {
 		return nil
 	}
-	gpuMu.Lock()
-	defer gpuMu.Unlock()
+	defer cuda.Exclusive()()
 	n = max(n, 1<<20)
 	n += n / 4
 	if s.host != nil {
@@ -396,34 +513,41 @@ func (e *Engine) Batch() int { return e.bind.Batch }
 // InputSize returns the model input's width and height in pixels.
 func (e *Engine) InputSize() (w, h int) { return e.bind.InW, e.bind.InH }
 
-// Provider is the execution provider the session runs on.
-func (e *Engine) Provider() ortdev.Provider { return e.sess.Provider() }
+// Provider is the execution provider the sessions run on.
+func (e *Engine) Provider() ortdev.Provider { return e.provider }
+
+// Precision is the precision the sessions run in: Options.Precision, or
+// fp32 when fp16 was refused (Choice says why).
+func (e *Engine) Precision() Precision { return e.precision }
+
+// Instances is the number of sessions (Options.Instances).
+func (e *Engine) Instances() int { return len(e.lanes) }
 
 // Choice is the provider line to log: the provider taken and why the ones
 // before it in the chain were not (see ortdev.Session.Choice).
 func (e *Engine) Choice() string { return e.choice }
 
-// warmUp binds the engine's device buffers to sess and runs it five times
+// warmUp binds lane l's device buffers to sess and runs it five times
 // on a zeroed input: ORT allocates and plans on the first runs and, with
 // CUDA graphs on, captures its graph on one of the next.
-func (e *Engine) warmUp(sess *ortdev.Session, inShape []int64) error {
+func (e *Engine) warmUp(l *lane, sess *ortdev.Session) error {
 	b := e.bind
-	if err := sess.BindDevice(b.Input, false, uintptr(e.input.Ptr()), e.input.Len(), inShape, e.elem()); err != nil {
+	if err := sess.BindDevice(b.Input, false, uintptr(l.input.Ptr()), l.input.Len(), e.inShape(), e.elem()); err != nil {
 		return err
 	}
 	for i, name := range b.Outputs {
-		if err := sess.BindDevice(name, true, uintptr(e.outputs[i].Ptr()), e.outBytes[i], b.OutShapes[i], ortdev.Float32); err != nil {
+		if err := sess.BindDevice(name, true, uintptr(l.outputs[i].Ptr()), e.outBytes[i], b.OutShapes[i], ortdev.Float32); err != nil {
 			return err
 		}
 	}
-	if err := e.ctx.MemsetD8Async(e.input.Ptr(), 0, e.input.Len(), e.compute); err != nil {
+	if err := e.ctx.MemsetD8Async(l.input.Ptr(), 0, l.input.Len(), l.compute); err != nil {
 		return err
 	}
 	for range 5 {
 		if err := sess.Run(); err != nil {
 			return fmt.Errorf("warm-up run: %w", err)
 		}
-		if err := e.compute.Synchronize(); err != nil {
+		if err := l.compute.Synchronize(); err != nil {
 			return err
 		}
 	}
@@ -612,46 +736,47 @@ func (e *Engine) up0rec(s *slot, n int) error {
 }
 
 func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
-	e.compMu.Lock()
-	defer e.compMu.Unlock()
-	if err := e.compute.WaitEvent(s.up1); err != nil {
+	l := <-e.free
+	defer func() { e.free <- l }()
+	e.last.Store(l)
+	if err := l.compute.WaitEvent(s.up1); err != nil {
 		return err
 	}
-	if err := s.c0.Record(e.compute); err != nil {
+	if err := s.c0.Record(l.compute); err != nil {
 		return err
 	}
 	f := e.adapter.Format()
 	for i := range st {
-		t := Target{Dst: e.input.Ptr() + cuda.DevicePtr(i*e.itemIn), W: e.bind.InW, H: e.bind.InH, Format: f, Half: e.half}
+		t := Target{Dst: l.input.Ptr() + cuda.DevicePtr(i*e.itemIn), W: e.bind.InW, H: e.bind.InH, Format: f, Half: e.half}
 		var err error
 		if st[i].yuv {
-			err = e.pre.YUV420(e.compute, st[i].planes, s.lbs[i], t)
+			err = e.pre.YUV420(l.compute, st[i].planes, s.lbs[i], t)
 		} else {
-			err = e.pre.Packed(e.compute, s.dev.Ptr()+cuda.DevicePtr(st[i].off), s.lbs[i], t)
+			err = e.pre.Packed(l.compute, s.dev.Ptr()+cuda.DevicePtr(st[i].off), s.lbs[i], t)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := s.p1.Record(e.compute); err != nil {
+	if err := s.p1.Record(l.compute); err != nil {
 		return err
 	}
-	unlock := runLock(e.o.Device, e.graphs())
+	unlock := runLock()
 	tl := time.Now()
-	err := e.sess.Run()
+	err := l.sess.Run()
 	bt.Launch = time.Since(tl)
 	unlock()
 	if err != nil {
 		return fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
 	off := 0
-	for i, b := range e.outputs {
-		if err := e.ctx.CopyDtoDAsync(s.outDev.Ptr()+cuda.DevicePtr(off), b.Ptr(), e.outBytes[i], e.compute); err != nil {
+	for i, b := range l.outputs {
+		if err := e.ctx.CopyDtoDAsync(s.outDev.Ptr()+cuda.DevicePtr(off), b.Ptr(), e.outBytes[i], l.compute); err != nil {
 			return err
 		}
 		off += e.outBytes[i]
 	}
-	return s.c1.Record(e.compute)
+	return s.c1.Record(l.compute)
 }
 
 // bytesAsFloat32 views pinned bytes (4-byte aligned: cuMemHostAlloc
@@ -721,12 +846,32 @@ func (e *Engine) Close() error {
 	if e.slots != nil {
 		close(e.slots) // later calls fail with "engine closed"
 	}
-	gpuMu.Lock()
-	defer gpuMu.Unlock()
-	if e.sess != nil {
-		e.sess.Close()
+	if e.free != nil {
+		for range e.lanes {
+			<-e.free // every instance idle: no RunModel in flight
+		}
+		close(e.free)
 	}
+	defer cuda.Exclusive()()
 	var errs []error
+	for _, l := range e.lanes {
+		if l.sess != nil {
+			l.sess.Close()
+		}
+		for _, ev := range []*cuda.Event{l.r0, l.r1} {
+			if ev != nil {
+				errs = append(errs, ev.Destroy())
+			}
+		}
+		for _, b := range append(l.outputs, l.input) {
+			if b != nil {
+				errs = append(errs, b.Free())
+			}
+		}
+		if l.compute != nil {
+			errs = append(errs, l.compute.Destroy())
+		}
+	}
 	for _, s := range e.all {
 		for _, ev := range []*cuda.Event{s.up0, s.up1, s.c0, s.p1, s.c1, s.d0, s.d1} {
 			if ev != nil {
@@ -744,15 +889,10 @@ func (e *Engine) Close() error {
 			}
 		}
 	}
-	for _, b := range append(e.outputs, e.input) {
-		if b != nil {
-			errs = append(errs, b.Free())
-		}
-	}
 	if e.pre != nil {
 		e.pre.Close()
 	}
-	for _, s := range []*cuda.Stream{e.compute, e.up, e.down} {
+	for _, s := range []*cuda.Stream{e.up, e.down} {
 		if s != nil {
 			errs = append(errs, s.Destroy())
 		}
@@ -763,56 +903,59 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-// RunModel runs the model once on the input as it stands (no frames, no
-// copies) and waits for it: the engine-only benchmark. total is the host
-// time of the call; gpu the run's span on the GPU between CUDA events
-// recorded just before and after it; overhead = total − gpu is the host
-// time not covered by GPU work (ORT's per-run bookkeeping, kernel or graph
-// launches, the final synchronisation).
+// RunModel runs the model once on a free instance's input as it stands
+// (no frames, no copies) and waits for it: the engine-only benchmark;
+// calls from several goroutines run on different instances at once. total
+// is the host time of the call; gpu the run's span on the GPU between CUDA
+// events recorded just before and after it; overhead = total − gpu is the
+// host time not covered by GPU work (ORT's per-run bookkeeping, kernel or
+// graph launches, the final synchronisation).
 func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
 	if e.isClosed() {
 		return 0, 0, 0, errors.New("gpu: engine closed")
 	}
-	e.compMu.Lock()
-	defer e.compMu.Unlock()
-	s := e.all[0]
+	l, ok := <-e.free
+	if !ok {
+		return 0, 0, 0, errors.New("gpu: engine closed")
+	}
+	defer func() { e.free <- l }()
 	t0 := time.Now()
-	if err := s.c0.Record(e.compute); err != nil {
+	if err := l.r0.Record(l.compute); err != nil {
 		return 0, 0, 0, err
 	}
-	unlock := runLock(e.o.Device, e.graphs())
-	err = e.sess.Run()
+	unlock := runLock()
+	err = l.sess.Run()
 	unlock()
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("onnxruntime run %s: %w", e.name, err)
 	}
-	if err := s.c1.Record(e.compute); err != nil {
+	if err := l.r1.Record(l.compute); err != nil {
 		return 0, 0, 0, err
 	}
-	if err := s.c1.Synchronize(); err != nil {
+	if err := l.r1.Synchronize(); err != nil {
 		return 0, 0, 0, err
 	}
 	total = time.Since(t0)
-	if gpu, err = cuda.Elapsed(s.c0, s.c1); err != nil {
+	if gpu, err = cuda.Elapsed(l.r0, l.r1); err != nil {
 		return 0, 0, 0, err
 	}
 	return max(total-gpu, 0), gpu, total, nil
 }
 
 // InputTensor downloads the model input as it stands (after DetectBatch:
-// the preprocessed frames), as float32 values in the adapter's layout,
-// [Batch, ...]. fp16 inputs are widened. For tests and benchmarks.
+// the preprocessed frames of the instance that ran the last batch), as
+// float32 values in the adapter's layout, [Batch, ...]. fp16 inputs are
+// widened. For tests and benchmarks.
 func (e *Engine) InputTensor() ([]float32, error) {
 	if e.isClosed() {
 		return nil, errors.New("gpu: engine closed")
 	}
-	e.compMu.Lock()
-	defer e.compMu.Unlock()
-	if err := e.compute.Synchronize(); err != nil {
+	l := e.last.Load()
+	if err := l.compute.Synchronize(); err != nil {
 		return nil, err
 	}
-	raw := make([]byte, e.input.Len())
-	if err := e.ctx.CopyDtoH(raw, e.input.Ptr()); err != nil {
+	raw := make([]byte, l.input.Len())
+	if err := e.ctx.CopyDtoH(raw, l.input.Ptr()); err != nil {
 		return nil, err
 	}
 	if !e.half {

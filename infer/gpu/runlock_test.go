@@ -3,15 +3,17 @@ package gpu
 import (
 	"testing"
 	"time"
+
+	"github.com/vigil-video/vigil/internal/cuda"
 )
 
-// Runs without CUDA graphs overlap across GPUs and take turns on one GPU;
-// a run with CUDA graphs (which may capture) and any other run exclude
-// each other.
+// Runs overlap each other (instances and engines on one GPU run at once);
+// a section that may capture a CUDA graph (cuda.Exclusive: session
+// creation and warm-up) and any run exclude each other.
 func TestRunLock(t *testing.T) {
-	try := func(dev int, graphs bool) <-chan func() {
+	try := func(lock func() func()) <-chan func() {
 		c := make(chan func(), 1)
-		go func() { c <- runLock(dev, graphs) }()
+		go func() { c <- lock() }()
 		return c
 	}
 	wait := func(c <-chan func(), d time.Duration) (func(), bool) {
@@ -22,10 +24,9 @@ func TestRunLock(t *testing.T) {
 			return nil, false
 		}
 	}
+	// long bounds a wait that must end (generous for a loaded CI machine);
+	// short is how long a wait that must not end is watched.
 	const long, short = 10 * time.Second, 100 * time.Millisecond
-	// waitsFor checks that the run trying in c does not start while the
-	// one holding release runs, and starts once release is called; it
-	// returns the run's unlock.
 	waitsFor := func(c <-chan func(), release func(), what string) func() {
 		t.Helper()
 		if _, ok := wait(c, short); ok {
@@ -39,16 +40,13 @@ func TestRunLock(t *testing.T) {
 		return u
 	}
 
-	u0 := runLock(0, false)
-	u1, ok := wait(try(1, false), long)
+	u0 := runLock()
+	u1, ok := wait(try(runLock), long)
 	if !ok {
-		t.Fatal("a run on GPU 1 waited for one on GPU 0")
+		t.Fatal("a second run waited for the first")
 	}
-	u := waitsFor(try(0, false), u0, "a second run on GPU 0")
-	u()
 	u1()
-
-	u = waitsFor(try(1, false), runLock(0, true), "a run after one with CUDA graphs")
-	u = waitsFor(try(1, true), u, "a run with CUDA graphs after another run")
+	u := waitsFor(try(cuda.Exclusive), u0, "a capture beside a run")
+	u = waitsFor(try(runLock), u, "a run beside a capture")
 	u()
 }

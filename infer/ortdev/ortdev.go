@@ -117,6 +117,17 @@ type Options struct {
 	// TF32 lets the CUDA EP use TF32 tensor-core maths (use_tf32): faster
 	// convolutions, less precise results.
 	TF32 bool
+	// NHWC asks the CUDA EP to run convolutions and the ops around them in
+	// channels-last layout (prefer_nhwc), which cuDNN's tensor-core kernels
+	// prefer; ORT inserts the transposes. A build without NHWC kernels
+	// ignores it.
+	NHWC bool
+	// ConvAlgoSearch is the CUDA EP's cudnn_conv_algo_search: how cuDNN
+	// picks each convolution's algorithm, ConvSearchExhaustive (ORT's
+	// default: time them all on the first run), ConvSearchHeuristic (its
+	// heuristics, no timing) or ConvSearchDefault (the default algorithm);
+	// "" leaves ORT's default.
+	ConvAlgoSearch string
 	// TensorRT are the TensorRT EP's settings.
 	TensorRT TensorRTOptions
 	// IntraOpThreads is ORT's CPU thread count (0: ORT's default).
@@ -127,6 +138,25 @@ type Options struct {
 	NoSync bool
 	// SessionConfig are extra session config entries (AddSessionConfigEntry).
 	SessionConfig map[string]string
+}
+
+// The values of Options.ConvAlgoSearch, as the CUDA EP spells them
+// (OrtCudnnConvAlgoSearch in onnxruntime_c_api.h).
+const (
+	ConvSearchExhaustive = "EXHAUSTIVE"
+	ConvSearchHeuristic  = "HEURISTIC"
+	ConvSearchDefault    = "DEFAULT"
+)
+
+// ParseConvAlgoSearch checks a cudnn_conv_algo_search value from a config
+// (any case; "" is ORT's default, exhaustive) and returns the CUDA EP's
+// spelling. Errors name the value and the known ones.
+func ParseConvAlgoSearch(s string) (string, error) {
+	switch v := strings.ToUpper(strings.TrimSpace(s)); v {
+	case "", ConvSearchExhaustive, ConvSearchHeuristic, ConvSearchDefault:
+		return v, nil
+	}
+	return "", fmt.Errorf("cudnn_conv_algo_search %q: want exhaustive, heuristic or default", s)
 }
 
 // FixedProfile formats a TensorRT profile shape for one input,
@@ -274,6 +304,10 @@ func ProviderOptions(o Options, p Provider) map[string]string {
 		// later) rounds inputs to a 10-bit mantissa; detections then drift
 		// from the CPU engine's. fp32 keeps the two engines in agreement.
 		m["use_tf32"] = b(o.TF32)
+		m["prefer_nhwc"] = b(o.NHWC)
+		if o.ConvAlgoSearch != "" {
+			m["cudnn_conv_algo_search"] = o.ConvAlgoSearch
+		}
 		stream()
 	case TensorRT:
 		t := o.TensorRT

@@ -133,12 +133,27 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, ortdev.Init("/other/libonnxruntime.so"))
 }
 
+func TestParseConvAlgoSearch(t *testing.T) {
+	for in, want := range map[string]string{"": "", "exhaustive": "EXHAUSTIVE", " Heuristic ": "HEURISTIC", "DEFAULT": "DEFAULT"} {
+		got, err := ortdev.ParseConvAlgoSearch(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	_, err := ortdev.ParseConvAlgoSearch("fastest")
+	require.ErrorContains(t, err, `"fastest"`)
+}
+
 func TestProviderOptions(t *testing.T) {
 	o := ortdev.Options{DeviceID: 1, ComputeStream: 0xdeadbeef, CUDAGraph: true,
 		TensorRT: ortdev.TensorRTOptions{FP16: true, INT8: true, INT8CalibrationTable: "calib.flatbuffers", EngineCacheDir: "/var/cache/vigil/trt",
 			TimingCacheDir: "/var/cache/vigil/trt", CUDAGraph: true, ProfileShapes: ortdev.FixedProfile("images", []int64{8, 3, 416, 416})}}
 	c := ortdev.ProviderOptions(o, ortdev.CUDA)
-	require.Equal(t, map[string]string{"device_id": "1", "enable_cuda_graph": "1", "use_tf32": "0", "has_user_compute_stream": "1", "user_compute_stream": "3735928559"}, c)
+	require.Equal(t, map[string]string{"device_id": "1", "enable_cuda_graph": "1", "use_tf32": "0", "prefer_nhwc": "0", "has_user_compute_stream": "1", "user_compute_stream": "3735928559"}, c)
+	o.NHWC, o.TF32, o.ConvAlgoSearch = true, true, ortdev.ConvSearchHeuristic
+	c = ortdev.ProviderOptions(o, ortdev.CUDA)
+	require.Equal(t, "1", c["prefer_nhwc"])
+	require.Equal(t, "1", c["use_tf32"])
+	require.Equal(t, "HEURISTIC", c["cudnn_conv_algo_search"])
 	trt := ortdev.ProviderOptions(o, ortdev.TensorRT)
 	require.Equal(t, "images:8x3x416x416", trt["trt_profile_min_shapes"])
 	require.Equal(t, trt["trt_profile_min_shapes"], trt["trt_profile_max_shapes"])
