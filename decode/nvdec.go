@@ -113,6 +113,26 @@ type nvSession struct {
 	last cuda.VideoFormat
 	// Faults logged so far (the first few of each kind are).
 	logged map[string]int
+	// unshare releases cuda.Shared while a parse holds it (nil outside
+	// parse calls); see share.
+	unshare func()
+}
+
+// share takes cuda.Shared for the session's CUDA work: a parse call's
+// decoding (cuvidCreateDecoder, cuvidDecodePicture in the parser's
+// callbacks), its copies and allocations, so that an engine capturing a
+// CUDA graph in global mode (infer/gpu's warm-up, under cuda.Exclusive)
+// never sees them. The lock is dropped while output waits for a free pool
+// frame (frames come back only after engine runs, which a waiting
+// Exclusive holds back).
+func (s *nvSession) share() { s.unshare = cuda.Shared() }
+
+// unshared releases what share took.
+func (s *nvSession) unshared() {
+	if s.unshare != nil {
+		s.unshare()
+		s.unshare = nil
+	}
 }
 
 // pktMeta is what a picture needs of the packet that carried it.
@@ -155,17 +175,18 @@ func newNVSession(codec astiav.CodecID, device string, surfaces, delay int, log 
 		return nil, fmt.Errorf("opening CUDA device %d for NVDEC: %w", ord, err)
 	}
 	s := &nvSession{ctx: ctx, codec: codec, device: device, log: log, dts: astiav.NoPtsValue, logged: map[string]int{}}
+	unlock := cuda.Shared()
 	if s.stream, err = ctx.NewStream(); err != nil {
+		unlock()
 		_ = ctx.Release()
 		return nil, fmt.Errorf("CUDA stream for NVDEC: %w", err)
 	}
-	if s.pool, err = newDevicePool(ord, surfaces, log); err != nil {
-		s.close()
-		return nil, err
+	if s.pool, err = newDevicePool(ord, surfaces, log); err == nil {
+		s.dec, err = ctx.NewVideoDecoder(cuda.VideoDecoderConfig{
+			Codec: vc, ExtraSurfaces: nvdecExtraSurfaces, DisplayDelay: delay, Stream: s.stream, Output: s.output,
+		})
 	}
-	s.dec, err = ctx.NewVideoDecoder(cuda.VideoDecoderConfig{
-		Codec: vc, ExtraSurfaces: nvdecExtraSurfaces, DisplayDelay: delay, Stream: s.stream, Output: s.output,
-	})
+	unlock()
 	if err != nil {
 		s.close()
 		return nil, err
@@ -179,9 +200,11 @@ func (s *nvSession) close() {
 	if s == nil || s.ctx == nil {
 		return
 	}
+	unlock := cuda.Shared()
 	_ = s.dec.Close()
 	_ = s.stream.Destroy()
 	s.pool.close()
+	unlock()
 	_ = s.ctx.Release()
 	s.ctx = nil
 }
@@ -206,12 +229,18 @@ func (s *nvSession) parse(data unsafe.Pointer, n int, m pktMeta) error {
 	s.meta[ts] = m
 	s.dts = m.dts
 	defer func() { s.dts = astiav.NoPtsValue }()
+	s.share()
+	defer s.unshared()
 	return s.dec.ParseC(data, n, ts, true)
 }
 
 // header hands the parser codec headers outside any picture (an Annex B
 // extradata: SPS/PPS, VPS/SPS/PPS).
-func (s *nvSession) header(data []byte) error { return s.dec.Parse(data, 0, false) }
+func (s *nvSession) header(data []byte) error {
+	s.share()
+	defer s.unshared()
+	return s.dec.Parse(data, 0, false)
+}
 
 // outputError is an error of the session's Output that ends the open: the
 // context ended, or CUDA failed on a copy.
@@ -242,12 +271,23 @@ func (s *nvSession) output(p *cuda.DecodedPicture) error {
 	}
 	w, h, bps := f.Width(), f.Height(), f.BytesPerSample()
 	pitch := (((w+1)&^1)*bps + nvdecPitchAlign - 1) &^ (nvdecPitchAlign - 1)
-	buf, err := s.pool.get(d.ctx, pitch*(h+(h+1)/2))
+	if !s.pool.tryReserve() {
+		held := s.unshare != nil
+		s.unshared() // see share
+		err := s.pool.reserve(d.ctx)
+		if held {
+			s.share()
+		}
+		if err != nil {
+			return &outputError{err}
+		}
+	}
+	buf, err := s.pool.take(pitch * (h + (h+1)/2))
 	if err != nil {
 		return &outputError{err}
 	}
 	if err := p.CopyTo(buf.Ptr(), pitch); err != nil {
-		s.pool.put(buf)
+		s.pool.putShared(buf)
 		if st, _ := p.Status(); st == cuda.DecodeCallFailed {
 			s.fault(d, ErrNVDECRefused, err)
 			return nil
@@ -265,7 +305,7 @@ func (s *nvSession) output(p *cuda.DecodedPicture) error {
 		st = cuda.DecodeUnknown
 	}
 	if st == cuda.DecodeError {
-		s.pool.put(buf)
+		s.pool.putShared(buf)
 		s.fault(d, ErrNVDECStatus, nil)
 		return nil
 	}
@@ -371,6 +411,27 @@ func newDevicePool(ordinal, n int, log *zap.Logger) (*devicePool, error) {
 // get returns a buffer of size bytes, waiting while max frames are out.
 // Errors: ctx ending, or cuMemAlloc's.
 func (p *devicePool) get(ctx context.Context, size int) (*cuda.DeviceBuffer, error) {
+	if !p.tryReserve() {
+		if err := p.reserve(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return p.take(size)
+}
+
+// tryReserve takes a frame's token if one is free at once.
+func (p *devicePool) tryReserve() bool {
+	select {
+	case p.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// reserve waits for a frame's token, warning once a second. Errors: ctx
+// ending.
+func (p *devicePool) reserve(ctx context.Context) error {
 	select {
 	case p.sem <- struct{}{}:
 	default:
@@ -383,12 +444,19 @@ func (p *devicePool) get(ctx context.Context, size int) (*cuda.DeviceBuffer, err
 			select {
 			case p.sem <- struct{}{}:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+// take returns a buffer of size bytes for a reserved token (given back
+// with the buffer by put, or at once when allocating fails). Errors:
+// cuMemAlloc's.
+func (p *devicePool) take(size int) (*cuda.DeviceBuffer, error) {
 	p.mu.Lock()
 	if size != p.size {
 		for _, b := range p.free {
@@ -407,19 +475,26 @@ func (p *devicePool) get(ctx context.Context, size int) (*cuda.DeviceBuffer, err
 	}
 	b, err := p.ctx.Alloc(size)
 	if err != nil {
-		p.put(nil)
+		p.putShared(nil)
 		return nil, fmt.Errorf("NVDEC frame of %d bytes: %w", size, err)
 	}
 	return b, nil
 }
 
 // put gives back a buffer from get (nil: only the token), freeing it
-// when it is of an old size or the pool is closed.
-func (p *devicePool) put(b *cuda.DeviceBuffer) {
+// when it is of an old size or the pool is closed, under cuda.Shared.
+func (p *devicePool) put(b *cuda.DeviceBuffer) { p.give(b, false) }
+
+// putShared is put for a caller that holds cuda.Shared (RWMutex read
+// locks must not nest).
+func (p *devicePool) putShared(b *cuda.DeviceBuffer) { p.give(b, true) }
+
+func (p *devicePool) give(b *cuda.DeviceBuffer, shared bool) {
+	var drop *cuda.DeviceBuffer
 	p.mu.Lock()
 	if b != nil {
 		if p.closed || b.Len() != p.size || len(p.free) >= cap(p.sem) {
-			_ = b.Free()
+			drop = b
 		} else {
 			p.free = append(p.free, b)
 		}
@@ -427,6 +502,14 @@ func (p *devicePool) put(b *cuda.DeviceBuffer) {
 	p.out--
 	last := p.closed && p.out == 0
 	p.mu.Unlock()
+	// Freed outside p.mu: waiting for cuda.Shared while holding it could
+	// deadlock with a decoder that holds Shared and wants p.mu.
+	if drop != nil {
+		if !shared {
+			defer cuda.Shared()()
+		}
+		_ = drop.Free()
+	}
 	<-p.sem
 	if last {
 		_ = p.ctx.Release()
@@ -558,7 +641,11 @@ func (d *decoder) sendDirect(arrival time.Time) error {
 
 // discontinuity tells the parser that the bitstream jumps; pictures still
 // held come out with no packet DTS.
-func (s *nvSession) discontinuity() error { return s.dec.Discontinuity() }
+func (s *nvSession) discontinuity() error {
+	s.share()
+	defer s.unshared()
+	return s.dec.Discontinuity()
+}
 
 // flush ends the open's bitstream: every picture the parser holds comes
 // out; the decoder stays for the next open.
@@ -625,7 +712,10 @@ func (f *nvFrame) download(dst *astiav.Frame) error {
 	}
 	ch := (f.h + 1) / 2
 	host := make([]byte, f.pitch*(f.h+ch))
-	if err := f.pool.ctx.CopyDtoH(host, f.buf.Ptr()); err != nil {
+	unlock := cuda.Shared() // a synchronous copy: not during a capture
+	err := f.pool.ctx.CopyDtoH(host, f.buf.Ptr())
+	unlock()
+	if err != nil {
 		return err
 	}
 	ls := dst.Linesize()

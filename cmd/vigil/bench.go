@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-video/vigil/infer/gpu"
+	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/bench"
 	"github.com/vigil-video/vigil/internal/cli"
 )
@@ -31,11 +33,16 @@ type benchFlags struct {
 	plot, ffmpeg            string
 	models, batches         string
 	cpuProfile              string
+	// --gpu's sweep and agreement flags.
+	precisions, instances, nhwc string
+	convSearch, agreeSources    string
+	graphOnly, skipFull         bool
+	agree                       int
 }
 
 // newBenchFlags declares the flags of every mode on one flag set.
 func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] [--precisions fp32,fp16] [--instances 1,2] [--nhwc false,true] [--conv-search S] [--graph-only] [--model-only] [--agree N --agree-sources A,B] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
 	f := &benchFlags{}
 	fs.StringVar(&f.engine.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&f.engine.Model, "model", "blazeface", "model name or .onnx path")
@@ -55,6 +62,14 @@ func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
 	fs.BoolVar(&f.gpu, "gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
 	fs.StringVar(&f.models, "models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
 	fs.StringVar(&f.batches, "batches", "1,8,32", "gpu: comma-separated batch sizes (batch N uses <model>.b<N>.onnx)")
+	fs.StringVar(&f.precisions, "precisions", "fp32", "gpu: comma-separated precisions to sweep (fp32, tf32, fp16)")
+	fs.StringVar(&f.instances, "instances", "1", "gpu: comma-separated engine instances per model to sweep (sessions on their own CUDA streams)")
+	fs.StringVar(&f.nhwc, "nhwc", "false", "gpu: comma-separated prefer_nhwc settings to sweep (false, true)")
+	fs.StringVar(&f.convSearch, "conv-search", "", "gpu: cudnn_conv_algo_search for every engine (exhaustive, heuristic, default; empty: ORT's default)")
+	fs.BoolVar(&f.graphOnly, "graph-only", false, "gpu: CUDA-graph runs only (no eager runs)")
+	fs.BoolVar(&f.skipFull, "model-only", false, "gpu: model-only figures only (no full engine path)")
+	fs.IntVar(&f.agree, "agree", 0, "gpu: compare each precision but fp32 against fp32 on this many frames of each --agree-sources file")
+	fs.StringVar(&f.agreeSources, "agree-sources", "", "gpu: comma-separated video files for --agree (default: --source)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	return fs, f
 }
@@ -131,10 +146,45 @@ func benchGPU(f *benchFlags, stdout, stderr io.Writer) error {
 	}
 	for _, b := range strings.Split(f.batches, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(b))
-		if err != nil || n < 1 || n > 64 || slices.Contains(g.Batches, n) {
-			return &cli.BadInputError{Err: fmt.Errorf("--batches %q: want distinct sizes 1 to 64, comma-separated", f.batches)}
+		if err != nil || n < 1 || n > 128 || slices.Contains(g.Batches, n) {
+			return &cli.BadInputError{Err: fmt.Errorf("--batches %q: want distinct sizes 1 to 128, comma-separated", f.batches)}
 		}
 		g.Batches = append(g.Batches, n)
+	}
+	for _, v := range strings.Split(f.precisions, ",") {
+		p, err := gpu.ParsePrecision(v)
+		if err != nil || strings.TrimSpace(v) == "" {
+			return &cli.BadInputError{Err: fmt.Errorf("--precisions %q: want fp32, tf32 or fp16, comma-separated", f.precisions)}
+		}
+		g.Precisions = append(g.Precisions, p)
+	}
+	for _, v := range strings.Split(f.instances, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 16 {
+			return &cli.BadInputError{Err: fmt.Errorf("--instances %q: want counts 1 to 16, comma-separated", f.instances)}
+		}
+		g.Instances = append(g.Instances, n)
+	}
+	for _, v := range strings.Split(f.nhwc, ",") {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return &cli.BadInputError{Err: fmt.Errorf("--nhwc %q: want false and/or true, comma-separated", f.nhwc)}
+		}
+		g.NHWC = append(g.NHWC, b)
+	}
+	var err error
+	if g.ConvAlgoSearch, err = ortdev.ParseConvAlgoSearch(f.convSearch); err != nil {
+		return &cli.BadInputError{Err: fmt.Errorf("--conv-search: %w", err)}
+	}
+	g.GraphOnly, g.SkipFull, g.AgreeFrames = f.graphOnly, f.skipFull, f.agree
+	if f.agree > 0 {
+		g.AgreeSources = []string{f.engine.Source}
+		if f.agreeSources != "" {
+			g.AgreeSources = strings.Split(f.agreeSources, ",")
+		}
+		if g.AgreeSources[0] == "" {
+			return &cli.BadInputError{Err: errors.New("--agree needs --agree-sources or --source")}
+		}
 	}
 	if f.engine.Duration <= 0 {
 		return &cli.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", f.engine.Duration)}

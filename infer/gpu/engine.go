@@ -520,6 +520,9 @@ func (e *Engine) Provider() ortdev.Provider { return e.provider }
 // fp32 when fp16 was refused (Choice says why).
 func (e *Engine) Precision() Precision { return e.precision }
 
+// ScoreThreshold is the adapter's score threshold (infer.ScoreThreshold).
+func (e *Engine) ScoreThreshold() float32 { return infer.ScoreThreshold(e.adapter) }
+
 // Instances is the number of sessions (Options.Instances).
 func (e *Engine) Instances() int { return len(e.lanes) }
 

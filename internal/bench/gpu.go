@@ -37,13 +37,36 @@ type GPUOptions struct {
 	// Duration of each timed phase (default 2 s; the CLI's --duration
 	// default is 3 s).
 	Duration time.Duration
+	// Precisions, Instances and NHWC are swept too, every combination
+	// with each batch size (defaults: fp32, 1, false).
+	Precisions []gpu.Precision
+	Instances  []int
+	NHWC       []bool
+	// ConvAlgoSearch is the CUDA provider's cudnn_conv_algo_search for
+	// every engine ("": ORT's default, exhaustive).
+	ConvAlgoSearch string
+	// GraphOnly leaves out the eager runs (each point then runs with CUDA
+	// graphs only).
+	GraphOnly bool
+	// SkipFull leaves out the full engine path (model-only figures only).
+	SkipFull bool
+	// AgreeFrames, when positive, compares each precision other than fp32
+	// against fp32 on that many frames of each of AgreeSources (looped
+	// when shorter), with the largest batch, one instance and CUDA graphs:
+	// same count, IoU ≥ 0.9, score within 0.02 (infer.Compare and
+	// infer.CompareAt).
+	AgreeFrames  int
+	AgreeSources []string
 }
 
 // GPURow is one model, batch size and mode (eager or CUDA graph).
 type GPURow struct {
-	Model string
-	Batch int
-	Graph bool
+	Model     string
+	Batch     int
+	Graph     bool
+	Precision gpu.Precision
+	NHWC      bool
+	Instances int
 	// Model only (input already on the GPU): images per second, and per
 	// execution its P50/P99 time and its host overhead: the host time of
 	// ORT's Run not covered by GPU work (gpu.Engine.RunModel).
@@ -80,6 +103,15 @@ func GPU(ctx context.Context, c config.Config, o GPUOptions, out io.Writer) ([]G
 	}
 	if o.Duration <= 0 {
 		o.Duration = 2 * time.Second
+	}
+	if len(o.Precisions) == 0 {
+		o.Precisions = []gpu.Precision{gpu.PrecisionFP32}
+	}
+	if len(o.Instances) == 0 {
+		o.Instances = []int{1}
+	}
+	if len(o.NHWC) == 0 {
+		o.NHWC = []bool{false}
 	}
 	decode.SetLogger(nil)
 	if err := engines.OpenRuntime(&c); err != nil {
@@ -129,40 +161,56 @@ func GPU(ctx context.Context, c config.Config, o GPUOptions, out io.Writer) ([]G
 			return rows, err
 		}
 		fmt.Fprintf(out, "\nmodel %s (%s)\n", m.Name, m.File)
-		fmt.Fprintf(out, "%5s %5s | %9s %8s %8s %9s %9s | %9s %8s %8s %6s %9s\n", "batch", "mode",
+		fmt.Fprintf(out, "%5s %4s %4s %4s %5s | %9s %8s %8s %9s %9s | %9s %8s %8s %6s %9s\n", "batch", "prec", "nhwc", "inst", "mode",
 			"model fps", "P50 ms", "P99 ms", "launch µs", "P99 µs", "full fps", "P50 ms", "P99 ms", "copy", "pre µs/f")
 		fmt.Fprintf(out, "      (launch µs: host time of a run not covered by GPU work; copy: (H2D+D2H)/(H2D+compute+D2H) by CUDA events)\n")
 		for _, b := range o.Batches {
-			file := m.File
-			if b != 1 {
-				file = strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(b) + ".onnx"
-			}
+			file := batchFile(m.File, b)
 			if _, err := os.Stat(file); err != nil {
 				fmt.Fprintf(out, "%5d  skipped: %s is missing (scripts/batch_models.py makes it)\n", b, file)
 				continue
 			}
-			var eager GPURow
-			for _, graph := range []bool{false, true} {
-				row, dets, choice, err := benchGPUOne(ctx, c, m, file, chain, graph, frames[:b], o.Duration)
-				if err != nil {
-					return rows, fmt.Errorf("%s batch %d: %w", m.Name, b, err)
+			for _, prec := range o.Precisions {
+				for _, nhwc := range o.NHWC {
+					for _, inst := range o.Instances {
+						modes := []bool{false, true}
+						if o.GraphOnly {
+							modes = []bool{true}
+						}
+						var eager GPURow
+						for _, graph := range modes {
+							pt := gpuPoint{file: file, graph: graph, prec: prec, nhwc: nhwc, inst: inst, search: o.ConvAlgoSearch, full: !o.SkipFull}
+							row, dets, choice, err := benchGPUOne(ctx, c, m, chain, pt, frames[:b], o.Duration)
+							if err != nil {
+								fmt.Fprintf(out, "%5d %4s %4v %4d  failed: %v\n", b, prec, nhwc, inst, err)
+								continue
+							}
+							mode := "eager"
+							if graph {
+								mode = "graph"
+							}
+							fmt.Fprintf(out, "%5d %4s %4v %4d %5s | %9.1f %8.2f %8.2f %9.1f %9.1f | %9.1f %8.2f %8.2f %5.1f%% %9.1f\n", b, prec, nhwc, inst, mode,
+								row.ModelFPS, ms(row.ModelP50), ms(row.ModelP99), us(row.LaunchP50), us(row.LaunchP99),
+								row.FullFPS, ms(row.FullP50), ms(row.FullP99), 100*row.CopyShare, us(row.PreprocessGPU))
+							if graph && !o.GraphOnly && eager.ModelFPS > 0 {
+								fmt.Fprintf(out, "      graph / eager: model fps %.2f×, launch %.2f×, P99 %.2f×\n",
+									row.ModelFPS/eager.ModelFPS, float64(row.LaunchP50)/float64(eager.LaunchP50),
+									float64(row.ModelP99)/float64(eager.ModelP99))
+							}
+							if graph {
+								fmt.Fprintf(out, "      %s\n      %s\n", choice, compareDetections(cpuDets[:b], dets))
+							} else {
+								eager = row
+							}
+							rows = append(rows, row)
+						}
+					}
 				}
-				mode := "eager"
-				if graph {
-					mode = "graph"
-				}
-				fmt.Fprintf(out, "%5d %5s | %9.1f %8.2f %8.2f %9.1f %9.1f | %9.1f %8.2f %8.2f %5.1f%% %9.1f\n", b, mode,
-					row.ModelFPS, ms(row.ModelP50), ms(row.ModelP99), us(row.LaunchP50), us(row.LaunchP99),
-					row.FullFPS, ms(row.FullP50), ms(row.FullP99), 100*row.CopyShare, us(row.PreprocessGPU))
-				if graph {
-					fmt.Fprintf(out, "      graph / eager: model fps %.2f×, launch %.2f×, P99 %.2f×   (%s)\n",
-						row.ModelFPS/eager.ModelFPS, float64(row.LaunchP50)/float64(eager.LaunchP50),
-						float64(row.ModelP99)/float64(eager.ModelP99), choice)
-					fmt.Fprintf(out, "      %s\n", compareDetections(cpuDets[:b], dets))
-				} else {
-					eager = row
-				}
-				rows = append(rows, row)
+			}
+		}
+		if o.AgreeFrames > 0 {
+			if err := agreement(ctx, c, m, chain, o, out); err != nil {
+				return rows, err
 			}
 		}
 		if len(rows) > 0 {
@@ -229,21 +277,47 @@ func cpuReference(m infer.Model, frames []pipeline.Image) (time.Duration, [][]pi
 	return pre / time.Duration(len(frames)), dets, nil
 }
 
-func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file string, chain []ortdev.Provider, graph bool,
+// batchFile is the fixed-batch copy of model for batch b (the model for 1).
+func batchFile(model string, b int) string {
+	if b == 1 {
+		return model
+	}
+	return strings.TrimSuffix(model, ".onnx") + ".b" + strconv.Itoa(b) + ".onnx"
+}
+
+// gpuPoint is one engine configuration of the sweep.
+type gpuPoint struct {
+	file        string
+	graph, nhwc bool
+	prec        gpu.Precision
+	inst        int
+	search      string
+	full        bool
+	onBatch     func(gpu.BatchTimes)
+}
+
+func openPoint(c config.Config, m infer.Model, chain []ortdev.Provider, pt gpuPoint, sc *decode.Scaler) (*gpu.Engine, error) {
+	return gpu.Open(gpu.Options{Name: m.Name, Path: pt.file, Spec: m.Spec, Device: c.Infer.Device, Providers: chain, CUDAGraph: pt.graph, Precision: pt.prec,
+		CacheDir: assets.CacheDir(), NHWC: pt.nhwc, ConvAlgoSearch: pt.search, Instances: pt.inst,
+		Slots: c.Infer.Slots, Resizer: sc, OnBatch: pt.onBatch})
+}
+
+func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, chain []ortdev.Provider, pt gpuPoint,
 	frames []pipeline.Image, d time.Duration) (GPURow, [][]pipeline.Detection, string, error) {
-	row := GPURow{Model: m.Name, Batch: len(frames), Graph: graph}
+	row := GPURow{Model: m.Name, Batch: len(frames), Graph: pt.graph, NHWC: pt.nhwc, Instances: pt.inst}
 	var mu sync.Mutex
 	var bts []gpu.BatchTimes
 	sc := decode.NewScaler()
 	defer sc.Close()
-	eng, err := gpu.Open(gpu.Options{Name: m.Name, Path: file, Spec: m.Spec, Device: c.Infer.Device, Providers: chain, CUDAGraph: graph, TF32: c.Infer.TF32, Slots: c.Infer.Slots, Resizer: sc,
-		OnBatch: func(bt gpu.BatchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }})
+	pt.onBatch = func(bt gpu.BatchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }
+	eng, err := openPoint(c, m, chain, pt, sc)
 	if err != nil {
 		return row, nil, "", err
 	}
 	defer eng.Close()
+	row.Precision = eng.Precision()
 	if eng.Batch() != len(frames) {
-		return row, nil, "", fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), len(frames))
+		return row, nil, "", fmt.Errorf("%s has batch %d, not %d", pt.file, eng.Batch(), len(frames))
 	}
 	sts := make([]*pipeline.StageTimes, len(frames))
 	for i := range sts {
@@ -253,17 +327,22 @@ func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file strin
 	if err != nil {
 		return row, nil, "", err
 	}
-	// Model only.
+	// Model only, one goroutine per instance.
 	var lat, launch []time.Duration
+	var lmu sync.Mutex
 	el, err := runFor(ctx, d, func(ctx context.Context) error {
-		for ctx.Err() == nil {
-			o, _, t, err := eng.RunModel()
-			if err != nil {
-				return err
+		return onEach(ctx, pt.inst, func(ctx context.Context) error {
+			for ctx.Err() == nil {
+				o, _, t, err := eng.RunModel()
+				if err != nil {
+					return err
+				}
+				lmu.Lock()
+				launch, lat = append(launch, o), append(lat, t)
+				lmu.Unlock()
 			}
-			launch, lat = append(launch, o), append(lat, t)
-		}
-		return ctx.Err()
+			return ctx.Err()
+		})
 	})
 	if err != nil {
 		return row, nil, "", err
@@ -271,42 +350,34 @@ func benchGPUOne(ctx context.Context, c config.Config, m infer.Model, file strin
 	row.ModelFPS = float64(len(frames)*len(lat)) / el.Seconds()
 	row.ModelP50, row.ModelP99 = pipeline.Percentile(lat, 50), pipeline.Percentile(lat, 99)
 	row.LaunchP50, row.LaunchP99 = pipeline.Percentile(launch, 50), pipeline.Percentile(launch, 99)
-	// Full path, from two goroutines so that one batch's copies overlap
-	// the other's compute, as two streams' batches would.
+	if !pt.full {
+		return row, dets, eng.Choice(), nil
+	}
+	// Full path, from two goroutines per instance so that one batch's
+	// copies overlap the other's compute, as two streams' batches would.
 	mu.Lock()
 	bts = bts[:0]
 	mu.Unlock()
 	var wall []time.Duration
 	var wmu sync.Mutex
 	el, err = runFor(ctx, d, func(ctx context.Context) error {
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for g := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				st := make([]*pipeline.StageTimes, len(frames))
-				for i := range st {
-					st[i] = &pipeline.StageTimes{}
+		return onEach(ctx, 2*pt.inst, func(ctx context.Context) error {
+			st := make([]*pipeline.StageTimes, len(frames))
+			for i := range st {
+				st[i] = &pipeline.StageTimes{}
+			}
+			out := make([][]pipeline.Detection, len(frames))
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if _, err := eng.DetectBatch(frames, st, out); err != nil {
+					return err
 				}
-				out := make([][]pipeline.Detection, len(frames))
-				for ctx.Err() == nil {
-					t0 := time.Now()
-					if _, err := eng.DetectBatch(frames, st, out); err != nil {
-						errs[g] = err
-						return
-					}
-					wmu.Lock()
-					wall = append(wall, time.Since(t0))
-					wmu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		return ctx.Err()
+				wmu.Lock()
+				wall = append(wall, time.Since(t0))
+				wmu.Unlock()
+			}
+			return ctx.Err()
+		})
 	})
 	if err != nil {
 		return row, nil, "", err
@@ -343,4 +414,134 @@ func compareDetections(cpu, gpuDets [][]pipeline.Detection) string {
 	}
 	return fmt.Sprintf("GPU vs CPU detections on %d frames, %d detections: %s (worst IoU %.3f, worst score difference %.4f)",
 		len(cpu), c.Total, verdict, c.WorstIoU, c.WorstScore)
+}
+
+// onEach runs fn on n goroutines and returns their errors joined (a
+// context's end is no error).
+func onEach(ctx context.Context, n int, fn func(context.Context) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				errs[g] = err
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// agreement compares each precision of o other than fp32 against fp32 on
+// o.AgreeFrames frames of each of o.AgreeSources, with the largest batch
+// size, one instance and CUDA graphs, and prints one line per precision
+// and source.
+func agreement(ctx context.Context, c config.Config, m infer.Model, chain []ortdev.Provider, o GPUOptions, out io.Writer) error {
+	b := slices.Max(o.Batches)
+	file := batchFile(m.File, b)
+	sc := decode.NewScaler()
+	defer sc.Close()
+	open := func(p gpu.Precision) (*gpu.Engine, error) {
+		return openPoint(c, m, chain, gpuPoint{file: file, graph: true, prec: p, inst: 1, nhwc: o.NHWC[0], search: o.ConvAlgoSearch}, sc)
+	}
+	ref, err := open(gpu.PrecisionFP32)
+	if err != nil {
+		return fmt.Errorf("agreement: fp32 engine: %w", err)
+	}
+	defer ref.Close()
+	thr := m.Spec.ScoreThreshold
+	for _, p := range o.Precisions {
+		if p == gpu.PrecisionFP32 {
+			continue
+		}
+		eng, err := open(p)
+		if err != nil {
+			return fmt.Errorf("agreement: %s engine: %w", p, err)
+		}
+		fmt.Fprintf(out, "agreement %s vs fp32 (%s)\n", p, eng.Choice())
+		for _, src := range o.AgreeSources {
+			a, err := agreeOn(ctx, ref, eng, src, o.AgreeFrames, thr)
+			if err != nil {
+				eng.Close()
+				return fmt.Errorf("agreement on %s: %w", src, err)
+			}
+			fmt.Fprintf(out, "  %s: %s\n", filepath.Base(src), a)
+		}
+		eng.Close()
+	}
+	return nil
+}
+
+// agreeOn runs n frames of src (looped) through ref and cand in batches
+// and summarises their agreement.
+func agreeOn(ctx context.Context, ref, cand *gpu.Engine, src string, n int, thr float32) (string, error) {
+	s, err := decode.New(decode.Options{URL: src, Loop: true})
+	if err != nil {
+		return "", err
+	}
+	if thr <= 0 {
+		thr = ref.ScoreThreshold()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var strict, lenient infer.Comparison
+	frames, sameCount := 0, 0
+	var batch []pipeline.Image
+	var runErr error
+	flush := func() {
+		defer func() {
+			for _, im := range batch {
+				im.Release()
+			}
+			batch = batch[:0]
+		}()
+		sts := make([]*pipeline.StageTimes, len(batch))
+		for i := range sts {
+			sts[i] = &pipeline.StageTimes{}
+		}
+		a, err := ref.DetectBatch(batch, sts, make([][]pipeline.Detection, len(batch)))
+		if err != nil {
+			runErr = err
+			return
+		}
+		b, err := cand.DetectBatch(batch, sts, make([][]pipeline.Detection, len(batch)))
+		if err != nil {
+			runErr = err
+			return
+		}
+		for i := range batch {
+			strict.Add(infer.Compare(a[i], b[i]))
+			lenient.Add(infer.CompareAt(a[i], b[i], thr))
+			if len(a[i]) == len(b[i]) {
+				sameCount++
+			}
+		}
+		frames += len(batch)
+	}
+	err = s.Run(ctx, func(f *pipeline.Frame) {
+		if runErr != nil || frames+len(batch) >= n {
+			f.Image.Release()
+			cancel()
+			return
+		}
+		batch = append(batch, f.Image)
+		if len(batch) == ref.Batch() || frames+len(batch) == n {
+			flush()
+		}
+	})
+	if runErr != nil {
+		return "", runErr
+	}
+	if frames < n {
+		return "", fmt.Errorf("got %d of %d frames: %v", frames, n, err)
+	}
+	return fmt.Sprintf("%d frames, same count on %d (%.2f %%); strict: %d of %d detections match (IoU ≥ 0.9, score within 0.02); "+
+		"with a detection on one side only forgiven within 0.02 of the threshold %.2f: %d of %d match, %d forgiven; worst IoU %.3f, worst score difference %.4f",
+		frames, sameCount, 100*float64(sameCount)/float64(frames), strict.Matched(), strict.Total, thr,
+		lenient.Matched()-lenient.Marginal, lenient.Total-lenient.Marginal, lenient.Marginal, strict.WorstIoU, strict.WorstScore), nil
 }

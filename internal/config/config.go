@@ -191,16 +191,40 @@ type Infer struct {
 	// CUDAGraph replays each GPU run as a CUDA graph after warm-up (CUDA EP
 	// enable_cuda_graph, TensorRT EP trt_cuda_graph_enable).
 	CUDAGraph *bool `yaml:"cuda_graph"`
-	// TF32 lets the CUDA provider use TensorFloat-32 tensor-core maths
-	// (use_tf32), which can make convolutions faster on Ampere and later
-	// (not measured against fp32 on the H200 here, docs/performance.md);
-	// inputs are rounded to a 10-bit mantissa, so detections drift slightly
-	// from the CPU engine's.
+	// Precision is the maths the GPU engine runs models in: fp32 (IEEE
+	// single precision, the CPU engine's results), tf32 (the CUDA
+	// provider's TensorFloat-32 tensor-core maths, use_tf32: inputs of
+	// convolutions rounded to a 10-bit mantissa) or fp16 (half precision:
+	// on the CUDA provider vigil makes an fp16 copy of the model, with fp32
+	// inputs and outputs, kept in the cache directory by the model's hash;
+	// on TensorRT it sets trt_fp16_enable). With fp16 each engine checks at
+	// start that its detections on a built-in frame agree with fp32's
+	// (IoU ≥ 0.9, score within 0.02) and runs fp32 with one log line if
+	// not. Empty: the measured default for GPUs (docs/gpu.md). The CPU
+	// engine always runs fp32.
+	Precision string `yaml:"precision" default:"fp16 on GPUs (docs/performance.md, \"Detector throughput\")"`
+	// TF32 is deprecated: write precision: tf32. tf32: true with no
+	// precision is read as precision tf32, with a warning at start; beside
+	// another precision it is an error.
 	TF32 bool `yaml:"tf32"`
-	// Slots is the GPU engine's pinned staging slots (2: double
-	// buffering): with batching (BatchSizes beyond 1), the batches in
-	// flight per model; without it the engine's EDF gate runs one frame at
-	// a time. 1 to 16.
+	// Instances is the GPU engine's ONNX Runtime sessions per model and
+	// device, each on its own CUDA stream with its own bound buffers and
+	// pinned slots, so that batches run on the GPU at once (one CUDA
+	// context: two processes on one GPU only time-slice). 0: the measured
+	// default (docs/gpu.md). 1 to 16; each costs its session's memory.
+	Instances int `yaml:"instances" default:"0 (2 on GPUs, docs/performance.md)"`
+	// PreferNHWC asks the CUDA provider for channels-last convolutions
+	// (prefer_nhwc), which cuDNN's tensor-core kernels favour, with ORT
+	// inserting the layout transposes. Unset: the measured default.
+	PreferNHWC *bool `yaml:"prefer_nhwc" default:"the measured default (docs/gpu.md)"`
+	// CuDNNConvAlgoSearch is how the CUDA provider has cuDNN choose each
+	// convolution's algorithm (cudnn_conv_algo_search): exhaustive (time
+	// them all on the first run, ORT's default), heuristic or default.
+	CuDNNConvAlgoSearch string `yaml:"cudnn_conv_algo_search" default:"exhaustive"`
+	// Slots is the GPU engine's pinned staging slots per instance (2:
+	// double buffering): with batching (BatchSizes beyond 1), the batches
+	// in flight per model are Slots × Instances; without it the engine's
+	// EDF gate runs one frame at a time. 1 to 16.
 	Slots int `yaml:"slots"`
 	// TensorRT configures the tensorrt provider.
 	TensorRT TensorRT `yaml:"tensorrt"`
@@ -777,9 +801,25 @@ func (c *Config) Validate() error {
 		p.add("infer.batch_sizes", "at least one size (1: no batching)")
 	}
 	for _, b := range c.Infer.BatchSizes {
-		if b < 1 || b > 64 {
-			p.add("infer.batch_sizes", "%d: want 1 to 64", b)
+		if b < 1 || b > 128 {
+			p.add("infer.batch_sizes", "%d: want 1 to 128", b)
 		}
+	}
+	switch c.Infer.Precision {
+	case "", "fp32", "tf32", "fp16":
+		if c.Infer.TF32 && c.Infer.Precision != "" && c.Infer.Precision != "tf32" {
+			p.add("infer.tf32", "deprecated, and precision is %s: remove tf32 (precision: tf32 replaces it)", c.Infer.Precision)
+		}
+	default:
+		p.add("infer.precision", "%q: want fp32, tf32 or fp16", c.Infer.Precision)
+	}
+	if c.Infer.Instances < 0 || c.Infer.Instances > 16 {
+		p.add("infer.instances", "%d: want 0 (the default) or 1 to 16", c.Infer.Instances)
+	}
+	switch strings.ToLower(c.Infer.CuDNNConvAlgoSearch) {
+	case "", "exhaustive", "heuristic", "default":
+	default:
+		p.add("infer.cudnn_conv_algo_search", "%q: want exhaustive, heuristic or default", c.Infer.CuDNNConvAlgoSearch)
 	}
 	if !slices.Contains([]string{"auto", "tensorrt", "cuda", "cpu"}, c.Infer.Provider) {
 		p.add("infer.provider", "%q: want auto, tensorrt, cuda or cpu", c.Infer.Provider)

@@ -103,7 +103,7 @@ func (e *Pool) BatchEngines(ref, pool string, dev int, base Detector) ([]pipelin
 		mb.File = file
 		eng, err := e.instanceOf(mb, engineKey(m.Name, pool, dev)+"#b"+strconv.Itoa(n), pool, dev)
 		if err != nil {
-			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
+			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and .b4 to .b128 of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
 		}
 		if eng.Batch() != n {
 			return nil, cli.BadInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))
@@ -148,8 +148,9 @@ func (e *Pool) Batcher(ref, pool string, dev int, base Detector) (*pipeline.Batc
 		return nil, err
 	}
 	conc := 1
-	if _, ok := base.(*gpu.Engine); ok {
-		conc = e.cfg.Infer.Slots // one batch uploads while another computes
+	if g, ok := list[len(list)-1].(*gpu.Engine); ok {
+		// One batch uploads while another computes, on each instance.
+		conc = e.cfg.Infer.Slots * g.Instances()
 	}
 	b = pipeline.NewBatcher(pipeline.BatcherConfig{Engines: list, Preferred: e.cfg.Pipeline.PreferredBatchSizes,
 		MaxQueueDelay: time.Duration(e.cfg.Pipeline.MaxQueueDelayUS) * time.Microsecond, Metrics: e.metrics.Load(), Concurrency: conc})
@@ -207,6 +208,9 @@ func (e *Pool) LogLoaded(log *zap.Logger) {
 	defer e.mu.Unlock()
 	log.Info("ONNX Runtime loaded", zap.String("version", infer.RuntimeVersion()),
 		zap.String("library", e.cfg.Infer.ORTLibrary), zap.String("provider", e.cfg.Infer.Provider))
+	if e.cfg.Infer.TF32 {
+		log.Warn("infer.tf32 is deprecated: write infer.precision: tf32 (read as that now)")
+	}
 	for key, eng := range e.byName {
 		logEngine(log, eng, e.choices[key], e.devs[key])
 	}

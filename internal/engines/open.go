@@ -11,6 +11,7 @@ import (
 	"github.com/vigil-video/vigil/infer"
 	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/infer/ortdev"
+	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 )
@@ -43,6 +44,58 @@ func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
 	log.Info("model loaded: "+choice, fields...)
 }
 
+// The GPU engine's defaults where the config leaves them unset, measured
+// with `vigil bench --gpu` on an H200 with YOLOX-Nano (docs/performance.md,
+// "Detector throughput"; docs/h200-runs/2026-12-01-engine).
+const (
+	DefaultPrecision = gpu.PrecisionFP16
+	DefaultInstances = 2
+	DefaultNHWC      = false
+)
+
+// GPUSettings are the GPU engine's precision, instances and CUDA provider
+// options with the defaults filled in (GPUSettingsOf).
+type GPUSettings struct {
+	Precision      gpu.Precision
+	Instances      int
+	NHWC           bool
+	ConvAlgoSearch string
+}
+
+// GPUSettingsOf reads infer.precision (the deprecated infer.tf32 as
+// precision tf32), infer.instances, infer.prefer_nhwc and
+// infer.cudnn_conv_algo_search from a validated config, defaults filled in.
+func GPUSettingsOf(ic config.Infer) GPUSettings {
+	st := GPUSettings{Precision: gpu.Precision(ic.Precision), Instances: ic.Instances, NHWC: DefaultNHWC}
+	if st.Precision == "" {
+		st.Precision = DefaultPrecision
+		if ic.TF32 {
+			st.Precision = gpu.PrecisionTF32
+		}
+	}
+	if st.Instances == 0 {
+		st.Instances = DefaultInstances
+	}
+	if ic.PreferNHWC != nil {
+		st.NHWC = *ic.PreferNHWC
+	}
+	st.ConvAlgoSearch, _ = ortdev.ParseConvAlgoSearch(ic.CuDNNConvAlgoSearch) // validated
+	return st
+}
+
+// GraphsWithDecode reports whether CUDA graphs may be on with decoding
+// configured as d: yes unless FFmpeg's NVDEC hwaccel may decode
+// (decode.hwaccel other than none with decode.nvdec ffmpeg). ONNX Runtime
+// captures a session's graph in global capture mode during the engine's
+// warm-up, and CUDA calls on FFmpeg's decoder threads then invalidate the
+// capture (seen on the H200: cudaErrorStreamCaptureInvalidated, then
+// illegal memory accesses); vigil's own NVDEC sessions (decode.nvdec
+// direct) hold cuda.Shared around their CUDA calls, so captures wait for
+// them and they for captures.
+func GraphsWithDecode(d config.Decode) bool {
+	return d.HWAccel == "none" || d.NVDECMode == "direct"
+}
+
 // GPUChain is the GPU part of the provider chain infer.provider asks for
 // (auto and tensorrt: tensorrt then cuda; cuda: cuda; cpu: none).
 func GPUChain(p string) []ortdev.Provider {
@@ -68,18 +121,15 @@ func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Det
 		if trt.TimingCacheDir == "" {
 			trt.TimingCacheDir = trt.EngineCacheDir
 		}
-		// ONNX Runtime 1.29 captures CUDA graphs in global capture mode, at
-		// runs of its choosing; NVDEC's CUDA calls on FFmpeg's decoder
-		// threads then invalidate the capture (seen on the H200:
-		// cudaErrorStreamCaptureInvalidated, then illegal memory accesses).
-		// With NVDEC decoding, runs are eager.
-		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && e.cfg.Decode.HWAccel == "none"
-		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Spec: m.Spec, Device: dev, Providers: chain, CUDAGraph: graph, TF32: ic.TF32,
+		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && GraphsWithDecode(e.cfg.Decode)
+		st := GPUSettingsOf(ic)
+		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Spec: m.Spec, Device: dev, Providers: chain, CUDAGraph: graph, Precision: st.Precision,
+			CacheDir: assets.CacheDir(), NHWC: st.NHWC, ConvAlgoSearch: st.ConvAlgoSearch, Instances: st.Instances,
 			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
 		if err == nil {
 			choice := g.Choice()
 			if !graph && (ic.CUDAGraph == nil || *ic.CUDAGraph) {
-				choice += "; CUDA graphs off: they conflict with decode.hwaccel " + e.cfg.Decode.HWAccel
+				choice += "; CUDA graphs off: they conflict with FFmpeg's NVDEC hwaccel (decode.nvdec: ffmpeg)"
 			}
 			return g, choice, nil
 		}
