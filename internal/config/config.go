@@ -215,8 +215,8 @@ type Infer struct {
 	Instances int `yaml:"instances" default:"0 (2 on GPUs, docs/performance.md)"`
 	// PreferNHWC asks the CUDA provider for channels-last convolutions
 	// (prefer_nhwc), which cuDNN's tensor-core kernels favour, with ORT
-	// inserting the layout transposes. Unset: the measured default.
-	PreferNHWC *bool `yaml:"prefer_nhwc" default:"the measured default (docs/gpu.md)"`
+	// inserting the layout transposes.
+	PreferNHWC bool `yaml:"prefer_nhwc"`
 	// CuDNNConvAlgoSearch is how the CUDA provider has cuDNN choose each
 	// convolution's algorithm (cudnn_conv_algo_search): exhaustive (time
 	// them all on the first run, ORT's default), heuristic or default.

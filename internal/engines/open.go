@@ -50,7 +50,6 @@ func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
 const (
 	DefaultPrecision = gpu.PrecisionFP16
 	DefaultInstances = 2
-	DefaultNHWC      = false
 )
 
 // GPUSettings are the GPU engine's precision, instances and CUDA provider
@@ -66,7 +65,7 @@ type GPUSettings struct {
 // precision tf32), infer.instances, infer.prefer_nhwc and
 // infer.cudnn_conv_algo_search from a validated config, defaults filled in.
 func GPUSettingsOf(ic config.Infer) GPUSettings {
-	st := GPUSettings{Precision: gpu.Precision(ic.Precision), Instances: ic.Instances, NHWC: DefaultNHWC}
+	st := GPUSettings{Precision: gpu.Precision(ic.Precision), Instances: ic.Instances, NHWC: ic.PreferNHWC}
 	if st.Precision == "" {
 		st.Precision = DefaultPrecision
 		if ic.TF32 {
@@ -75,9 +74,6 @@ func GPUSettingsOf(ic config.Infer) GPUSettings {
 	}
 	if st.Instances == 0 {
 		st.Instances = DefaultInstances
-	}
-	if ic.PreferNHWC != nil {
-		st.NHWC = *ic.PreferNHWC
 	}
 	st.ConvAlgoSearch, _ = ortdev.ParseConvAlgoSearch(ic.CuDNNConvAlgoSearch) // validated
 	return st
