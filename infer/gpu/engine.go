@@ -152,14 +152,59 @@ type Engine struct {
 }
 
 // lane is one instance of the model: an ONNX Runtime session on its own
-// compute stream, with its bound input and outputs. A batch holds its lane
-// from its preprocessing kernels to the device copy of its outputs.
+// compute stream, with its bound input and outputs, and the OS thread its
+// session runs on. A batch holds its lane from its preprocessing kernels
+// to the device copy of its outputs.
 type lane struct {
 	compute *cuda.Stream
 	sess    *ortdev.Session
 	input   *cuda.DeviceBuffer   // [Batch, ...] model input, bound
 	outputs []*cuda.DeviceBuffer // model outputs, bound
 	r0, r1  *cuda.Event          // around RunModel's run
+	// req and rep carry calls to the lane's goroutine, which is locked to
+	// its OS thread (see do); done closes when it has ended.
+	req  chan func() error
+	rep  chan error
+	done chan struct{}
+}
+
+// startThread starts the lane's goroutine, locked to one OS thread for
+// its life. ONNX Runtime's CUDA and TensorRT providers keep a session's
+// CUDA graph in per-thread state (CUDAExecutionProvider's
+// PerThreadContext): a Run on a thread that has not run the session
+// before runs eagerly and then captures a new graph, in global capture
+// mode, at a run of ORT's choosing. Goroutines move between threads, so
+// every Run of a session goes through its lane's thread (do): the graph is
+// captured once, in the warm-up under cuda.Exclusive, and only replayed
+// after. (Seen on the H200 with two instances whose runs came from any
+// thread: cudaErrorStreamCaptureUnsupported in one instance's Slice while
+// the other captured, 2026-12-01.)
+func (l *lane) startThread() {
+	l.req, l.rep, l.done = make(chan func() error), make(chan error), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		defer close(l.done)
+		for f := range l.req {
+			l.rep <- f()
+		}
+	}()
+}
+
+// do runs f on the lane's thread and returns its error. One caller at a
+// time: the holder of the lane.
+func (l *lane) do(f func() error) error {
+	l.req <- f
+	return <-l.rep
+}
+
+// stopThread ends the lane's goroutine (its thread exits with it). It is
+// idempotent.
+func (l *lane) stopThread() {
+	if l.req != nil {
+		close(l.req)
+		<-l.done
+		l.req = nil
+	}
 }
 
 var _ pipeline.Engine = (*Engine)(nil)
@@ -362,12 +407,16 @@ func (e *Engine) open() error {
 			skipped = append(skipped, fmt.Sprintf("%s unavailable: making the fp16 copy: %s", p, cli1(err)))
 			continue
 		}
-		sess, err := ortdev.Open(e.sessionOptions(p, model, first))
-		if err == nil {
-			if err = e.warmUp(first, sess); err != nil {
-				sess.Close()
+		var sess *ortdev.Session
+		err = first.do(func() (err error) {
+			sess, err = ortdev.Open(e.sessionOptions(p, model, first))
+			if err == nil {
+				if err = e.warmUp(first, sess); err != nil {
+					sess.Close()
+				}
 			}
-		}
+			return err
+		})
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s unavailable: %s", p, strings.TrimPrefix(cli1(err), "model "+model+": ")))
 			continue
@@ -388,12 +437,17 @@ func (e *Engine) open() error {
 		if err != nil {
 			return err
 		}
-		sess, err := ortdev.Open(e.sessionOptions(e.provider, e.model, l))
+		var sess *ortdev.Session
+		err = l.do(func() (err error) {
+			if sess, err = ortdev.Open(e.sessionOptions(e.provider, e.model, l)); err != nil {
+				return err
+			}
+			if err = e.warmUp(l, sess); err != nil {
+				sess.Close()
+			}
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("instance %d: %w", len(e.lanes), err)
-		}
-		if err := e.warmUp(l, sess); err != nil {
-			sess.Close()
 			return fmt.Errorf("instance %d: %w", len(e.lanes), err)
 		}
 		l.sess = sess
@@ -423,6 +477,7 @@ func (e *Engine) open() error {
 func (e *Engine) newLane() (*lane, error) {
 	l := &lane{}
 	e.lanes = append(e.lanes, l)
+	l.startThread()
 	var err error
 	if l.compute, err = e.ctx.NewStream(); err != nil {
 		return nil, err
@@ -532,7 +587,8 @@ func (e *Engine) Choice() string { return e.choice }
 
 // warmUp binds lane l's device buffers to sess and runs it five times
 // on a zeroed input: ORT allocates and plans on the first runs and, with
-// CUDA graphs on, captures its graph on one of the next.
+// CUDA graphs on, captures its graph on one of the next. It runs on the
+// lane's thread (lane.do).
 func (e *Engine) warmUp(l *lane, sess *ortdev.Session) error {
 	b := e.bind
 	if err := sess.BindDevice(b.Input, false, uintptr(l.input.Ptr()), l.input.Len(), e.inShape(), e.elem()); err != nil {
@@ -766,7 +822,7 @@ func (e *Engine) computeBatch(s *slot, st []staged, bt *BatchTimes) error {
 	}
 	unlock := runLock()
 	tl := time.Now()
-	err := l.sess.Run()
+	err := l.do(l.sess.Run)
 	bt.Launch = time.Since(tl)
 	unlock()
 	if err != nil {
@@ -859,8 +915,9 @@ func (e *Engine) Close() error {
 	var errs []error
 	for _, l := range e.lanes {
 		if l.sess != nil {
-			l.sess.Close()
+			_ = l.do(func() error { l.sess.Close(); return nil })
 		}
+		l.stopThread()
 		for _, ev := range []*cuda.Event{l.r0, l.r1} {
 			if ev != nil {
 				errs = append(errs, ev.Destroy())
@@ -927,7 +984,7 @@ func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
 		return 0, 0, 0, err
 	}
 	unlock := runLock()
-	err = l.sess.Run()
+	err = l.do(l.sess.Run)
 	unlock()
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("onnxruntime run %s: %w", e.name, err)

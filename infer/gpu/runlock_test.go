@@ -1,6 +1,9 @@
 package gpu
 
 import (
+	"runtime"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,4 +52,37 @@ func TestRunLock(t *testing.T) {
 	u := waitsFor(try(cuda.Exclusive), u0, "a capture beside a run")
 	u = waitsFor(try(runLock), u, "a run beside a capture")
 	u()
+}
+
+// Every call through a lane runs on the same OS thread, whichever
+// goroutine (and so thread) makes it: ONNX Runtime keeps a session's CUDA
+// graph per thread, and a run on another thread would capture again.
+func TestLaneThread(t *testing.T) {
+	l := &lane{}
+	l.startThread()
+	defer l.stopThread()
+	tids := map[int]bool{}
+	callers := map[int]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				mu.Lock() // one holder of the lane at a time, as the engine's free list ensures
+				callers[syscall.Gettid()] = true
+				_ = l.do(func() error { tids[syscall.Gettid()] = true; return nil })
+				mu.Unlock()
+				runtime.Gosched()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(tids) != 1 {
+		t.Fatalf("calls ran on %d threads, want 1", len(tids))
+	}
+	t.Logf("callers on %d threads, calls on 1", len(callers))
+	l.stopThread()
+	l.stopThread() // idempotent
 }
