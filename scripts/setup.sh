@@ -163,7 +163,9 @@ for m in face_detection_front_128x128_barracuda face_detection_back_256x256_barr
 done
 # YOLOX-Nano is optional, and the release's file has not been rebatched here
 # (only the copy in shared/testdata): a refusal costs its batching, not setup.
-if [ -f "$yolox" ] && ! /usr/bin/python3 "$(dirname "$0")/batch_models.py" "$yolox" 4 8 32; then
+# Its .b64 runs 1.10x the images per second of .b32 model-only on an H200
+# (docs/performance.md, "Detector throughput"); .b128 is for bench --gpu.
+if [ -f "$yolox" ] && ! /usr/bin/python3 "$(dirname "$0")/batch_models.py" "$yolox" 4 8 32 64 128; then
   log "YOLOX-Nano: no batched copies (see above); it runs with infer.batch_sizes [1] only"
 fi
 

@@ -200,9 +200,9 @@ type Infer struct {
 	// on TensorRT it sets trt_fp16_enable). With fp16 each engine checks at
 	// start that its detections on a built-in frame agree with fp32's
 	// (IoU ≥ 0.9, score within 0.02) and runs fp32 with one log line if
-	// not. Empty: the measured default for GPUs (docs/gpu.md). The CPU
-	// engine always runs fp32.
-	Precision string `yaml:"precision" default:"fp16 on GPUs (docs/performance.md, \"Detector throughput\")"`
+	// not. Empty: fp32 (docs/gpu.md says why). The CPU engine always runs
+	// fp32.
+	Precision string `yaml:"precision" default:"fp32"`
 	// TF32 is deprecated: write precision: tf32. tf32: true with no
 	// precision is read as precision tf32, with a warning at start; beside
 	// another precision it is an error.
@@ -210,12 +210,13 @@ type Infer struct {
 	// Instances is the GPU engine's ONNX Runtime sessions per model and
 	// device, each on its own CUDA stream with its own bound buffers and
 	// pinned slots, so that batches run on the GPU at once (one CUDA
-	// context: two processes on one GPU only time-slice). 0: the measured
-	// default (docs/gpu.md). 1 to 16; each costs its session's memory.
-	Instances int `yaml:"instances" default:"0 (2 on GPUs, docs/performance.md)"`
+	// context: two processes on one GPU only time-slice). 0: the default,
+	// 1 (docs/gpu.md says why). 1 to 16; each costs its session's memory.
+	Instances int `yaml:"instances" default:"0 (1)"`
 	// PreferNHWC asks the CUDA provider for channels-last convolutions
-	// (prefer_nhwc), which cuDNN's tensor-core kernels favour, with ORT
-	// inserting the layout transposes.
+	// (prefer_nhwc), with ORT inserting the layout transposes. Off by
+	// default: YOLOX-Nano ran about 20 % slower with it on the H200 (fp32, batch
+	// 32 and 64, docs/performance.md).
 	PreferNHWC bool `yaml:"prefer_nhwc"`
 	// CuDNNConvAlgoSearch is how the CUDA provider has cuDNN choose each
 	// convolution's algorithm (cudnn_conv_algo_search): exhaustive (time

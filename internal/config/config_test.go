@@ -83,11 +83,28 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 		{"decode: {cpu_pixel_rate: 2000000, cpu_fps: 100}\n", "decode.cpu_fps: deprecated, and decode.cpu_pixel_rate is set too: keep decode.cpu_pixel_rate only"},
 		{"decode: {reweigh_interval: 10ms}\n", "decode.reweigh_interval: 10ms: want 0s (never) or at least 100ms"},
 		{"decode: {hw_surfaces: 0}\n", "decode.hw_surfaces: 0: want 1 to 64"},
+		{"infer: {precision: int8}\n", `infer.precision: "int8": want fp32, tf32 or fp16`},
+		{"infer: {tf32: true, precision: fp16}\n", "infer.tf32: deprecated, and precision is fp16"},
+		{"infer: {instances: 17}\n", "infer.instances: 17: want 0 (the default) or 1 to 16"},
+		{"infer: {cudnn_conv_algo_search: fastest}\n", `infer.cudnn_conv_algo_search: "fastest"`},
+		{"infer: {batch_sizes: [1, 256]}\n", "infer.batch_sizes: 256: want 1 to 128"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "c.yaml")
 		require.Error(t, err, tc.yaml)
 		require.Contains(t, err.Error(), tc.want)
 		require.True(t, strings.HasPrefix(err.Error(), "c.yaml: "))
+	}
+}
+
+// The GPU engine's keys that are fine: tf32 as an alias beside precision
+// tf32 or none, batch 128, the algorithm search in any case.
+func TestPrecisionKeys(t *testing.T) {
+	for _, y := range []string{
+		"infer: {tf32: true}\n", "infer: {tf32: true, precision: tf32}\n", "infer: {precision: fp16, instances: 4, prefer_nhwc: true}\n",
+		"infer: {batch_sizes: [1, 64, 128], cudnn_conv_algo_search: HEURISTIC}\n",
+	} {
+		_, err := Parse([]byte(y), "p.yaml")
+		require.NoError(t, err, y)
 	}
 }
 

@@ -103,7 +103,7 @@ func (e *Pool) BatchEngines(ref, pool string, dev int, base Detector) ([]pipelin
 		mb.File = file
 		eng, err := e.instanceOf(mb, engineKey(m.Name, pool, dev)+"#b"+strconv.Itoa(n), pool, dev)
 		if err != nil {
-			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and .b4 to .b128 of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
+			return nil, fmt.Errorf("batch size %d needs %s (make setup makes .b4, .b8 and .b32 copies of BlazeFace and .b4, .b8, .b32, .b64 and .b128 of a yolox_nano.onnx in the models directory; scripts/batch_models.py makes others): %w", n, file, err)
 		}
 		if eng.Batch() != n {
 			return nil, cli.BadInput(fmt.Errorf("%s has batch %d, not %d", file, eng.Batch(), n))

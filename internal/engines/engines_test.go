@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/engines"
@@ -154,3 +155,23 @@ func TestLabels(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// GPUSettingsOf fills in the defaults and reads the deprecated tf32 as
+// precision tf32; GraphsWithDecode allows CUDA graphs unless FFmpeg's
+// NVDEC hwaccel may decode.
+func TestGPUSettings(t *testing.T) {
+	c := config.Default()
+	st := engines.GPUSettingsOf(c.Infer)
+	require.Equal(t, engines.GPUSettings{Precision: engines.DefaultPrecision, Instances: engines.DefaultInstances}, st)
+	c.Infer.TF32 = true
+	require.Equal(t, gpu.PrecisionTF32, engines.GPUSettingsOf(c.Infer).Precision)
+	c.Infer.Precision, c.Infer.Instances, c.Infer.PreferNHWC, c.Infer.CuDNNConvAlgoSearch = "fp16", 3, true, "heuristic"
+	require.Equal(t, engines.GPUSettings{Precision: gpu.PrecisionFP16, Instances: 3, NHWC: true, ConvAlgoSearch: "HEURISTIC"}, engines.GPUSettingsOf(c.Infer))
+
+	for _, tc := range []struct {
+		hw, mode string
+		graphs   bool
+	}{{"none", "ffmpeg", true}, {"cuda", "direct", true}, {"hybrid", "direct", true}, {"cuda", "ffmpeg", false}, {"auto", "ffmpeg", false}} {
+		require.Equal(t, tc.graphs, engines.GraphsWithDecode(config.Decode{HWAccel: tc.hw, NVDECMode: tc.mode}), "%s %s", tc.hw, tc.mode)
+	}
+}

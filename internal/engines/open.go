@@ -44,12 +44,16 @@ func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
 	log.Info("model loaded: "+choice, fields...)
 }
 
-// The GPU engine's defaults where the config leaves them unset, measured
-// with `vigil bench --gpu` on an H200 with YOLOX-Nano (docs/performance.md,
-// "Detector throughput"; docs/h200-runs/2026-12-01-engine).
+// The GPU engine's defaults where the config leaves them unset. On the
+// H200 on 2026-12-01 (docs/performance.md, "Detector throughput";
+// docs/h200-runs/2026-12-01-engine) fp16 gave YOLOX-Nano 1.04x fp32's
+// images per second at batch 64, one instance, and several instances were
+// not measured (the build of that run failed them: ONNX Runtime's
+// per-thread CUDA graphs, fixed since): fp32 and one instance stay the
+// defaults until a run of this build measures them.
 const (
-	DefaultPrecision = gpu.PrecisionFP16
-	DefaultInstances = 2
+	DefaultPrecision = gpu.PrecisionFP32
+	DefaultInstances = 1
 )
 
 // GPUSettings are the GPU engine's precision, instances and CUDA provider
