@@ -418,7 +418,7 @@ func (e *Engine) open() error {
 			return err
 		})
 		if err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s unavailable: %s", p, strings.TrimPrefix(cli1(err), "model "+model+": ")))
+			skipped = append(skipped, unavailable(p, model, err))
 			continue
 		}
 		first.sess, e.provider, e.model = sess, p, model
@@ -470,6 +470,19 @@ func (e *Engine) open() error {
 		}
 	}
 	return nil
+}
+
+// unavailable is the choice line's reason for provider p, whose session
+// on model failed with err: ortdev.Open's "model M: no execution provider
+// works (P unavailable: why)" for a chain of one is cut to "P unavailable:
+// why".
+func unavailable(p ortdev.Provider, model string, err error) string {
+	msg := cli1(err)
+	inner := strings.TrimPrefix(msg, "model "+model+": no execution provider works (")
+	if inner != msg && strings.HasSuffix(inner, ")") {
+		return strings.TrimSuffix(inner, ")")
+	}
+	return fmt.Sprintf("%s unavailable: %s", p, strings.TrimPrefix(msg, "model "+model+": "))
 }
 
 // newLane makes an instance's stream, bound buffers and events (Close

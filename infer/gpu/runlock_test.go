@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"syscall"
@@ -85,4 +86,15 @@ func TestLaneThread(t *testing.T) {
 	t.Logf("callers on %d threads, calls on 1", len(callers))
 	l.stopThread()
 	l.stopThread() // idempotent
+}
+
+// The choice line's reason for a provider that did not open names it once.
+func TestUnavailable(t *testing.T) {
+	err := errors.New("model /m.onnx: no execution provider works (tensorrt unavailable: Failed to load library x.so)")
+	if got := unavailable("tensorrt", "/m.onnx", err); got != "tensorrt unavailable: Failed to load library x.so" {
+		t.Fatalf("got %q", got)
+	}
+	if got := unavailable("cuda", "/m.onnx", errors.New("warm-up run: boom")); got != "cuda unavailable: warm-up run: boom" {
+		t.Fatalf("got %q", got)
+	}
 }
