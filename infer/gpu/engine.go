@@ -228,6 +228,15 @@ var _ pipeline.Engine = (*Engine)(nil)
 // returns its unlock.
 func runLock() (unlock func()) { return cuda.Shared() }
 
+// syncShared waits for ev under cuda.Shared: waiting on an event is among
+// the calls a capture in global mode forbids on other threads (seen on the
+// H200: cuEventSynchronize failing with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+// while another session captured).
+func syncShared(ev *cuda.Event) error {
+	defer cuda.Shared()()
+	return ev.Synchronize()
+}
+
 // slot is one batch's staging: pinned host memory and device memory for
 // the frames, device and pinned memory for the outputs, and its events.
 type slot struct {
@@ -778,7 +787,7 @@ func (e *Engine) run(s *slot, imgs []pipeline.Image) (BatchTimes, error) {
 	if err := s.d1.Record(e.down); err != nil {
 		return bt, err
 	}
-	if err := s.d1.Synchronize(); err != nil {
+	if err := syncShared(s.d1); err != nil {
 		return bt, err
 	}
 	var err error
@@ -1005,7 +1014,7 @@ func (e *Engine) RunModel() (overhead, gpu, total time.Duration, err error) {
 	if err := l.r1.Record(l.compute); err != nil {
 		return 0, 0, 0, err
 	}
-	if err := l.r1.Synchronize(); err != nil {
+	if err := syncShared(l.r1); err != nil {
 		return 0, 0, 0, err
 	}
 	total = time.Since(t0)
@@ -1024,11 +1033,14 @@ func (e *Engine) InputTensor() ([]float32, error) {
 		return nil, errors.New("gpu: engine closed")
 	}
 	l := e.last.Load()
-	if err := l.compute.Synchronize(); err != nil {
-		return nil, err
-	}
 	raw := make([]byte, l.input.Len())
-	if err := e.ctx.CopyDtoH(raw, l.input.Ptr()); err != nil {
+	unlock := cuda.Shared() // synchronous calls: not beside a capture
+	err := l.compute.Synchronize()
+	if err == nil {
+		err = e.ctx.CopyDtoH(raw, l.input.Ptr())
+	}
+	unlock()
+	if err != nil {
 		return nil, err
 	}
 	if !e.half {
