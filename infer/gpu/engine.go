@@ -292,14 +292,13 @@ func Open(o Options) (*Engine, error) {
 	if err != nil {
 		why = "checking it against fp32: " + cli1(err)
 	}
-	choice := e.choice
 	e.Close()
 	o.Precision = PrecisionFP32
 	f, err := open(o)
 	if err != nil {
 		return nil, err
 	}
-	f.choice = strings.Replace(choice, "precision fp16", "precision fp32", 1) + "; fp16 refused, running fp32: " + why
+	f.choice += "; fp16 refused: " + why
 	return f, nil
 }
 
