@@ -129,7 +129,7 @@ func TestConvertYOLOXAgreesOnCPU(t *testing.T) {
 	sc := decode.NewScaler()
 	t.Cleanup(sc.Close)
 	open := func(path string) *infer.Engine {
-		e, err := infer.Open(infer.Options{Name: "yolox-nano", Path: path, Adapter: "yolox", Resizer: sc})
+		e, err := infer.Open(infer.Options{Name: "yolox-nano", Path: path, Spec: infer.Spec{Format: "yolox"}, Resizer: sc})
 		if err != nil && path == fp16 {
 			t.Skipf("ONNX Runtime's CPU provider cannot run the fp16 copy here: %v", err)
 		}
