@@ -14,7 +14,7 @@ for f in "$C"/lib/*; do
 done
 xz -dc -T0 "$C/vigil.xz" >"$D/vigil" && chmod +x "$D/vigil"
 xz -dc "$C/yolox_nano.onnx.xz" >"$D/models/yolox_nano.onnx"
-cp "$C/cam1080-2m.mp4" "$D/"
+cp "$C/cam1080-45.mp4" "$D/"
 python3 scripts/batch_models.py "$D/models/yolox_nano.onnx" 32 64 128 >"$R/setup.txt" 2>&1
 ld=$D/lib
 for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn/lib /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
@@ -28,7 +28,7 @@ echo "export LD_LIBRARY_PATH=$ld VIGIL_CACHE_DIR=$D VIGIL_ORT_LIBRARY=$D/lib/lib
   nvidia-smi --query-gpu=driver_version,clocks.max.sm,clocks.sm,memory.total --format=csv
   echo "cores: $(nproc)"
   "$D/vigil" version
-  sha256sum "$D/vigil" "$D"/models/* "$D/cam1080-2m.mp4" "$D"/lib/*
+  sha256sum "$D/vigil" "$D"/models/* "$D/cam1080-45.mp4" "$D"/lib/*
   ls "$D"/lib
 } >"$R/machine.txt" 2>&1
 cd "$D" || exit 1
@@ -43,7 +43,7 @@ step() {
   echo "exit status $? after $((SECONDS - t)) s" >>"$R/$name.txt"
   { echo "## $name"; grep -E '^ *(32|64|128) |failed|refused|rror|panic|exit status|agreement|  [a-z0-9-]+\.(avi|mp4):' "$R/$name.txt" | cut -c1-300; } | tee -a "$R/summary.txt"
 }
-S=cam1080-2m.mp4
+S=cam1080-45.mp4
 # Each engine takes about 20 s to open (first run, 2026-12-01), so few points.
 # 1. Model only, fp32: instances at batch 32 and 64.
 step inst-fp32 130 --source $S --batches 32,64 --precisions fp32 --instances 1,2,4 --graph-only --model-only --duration 1s
