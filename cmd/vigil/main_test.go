@@ -106,6 +106,11 @@ func TestBadInput(t *testing.T) {
 		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
 		{"bench --streams on a file that is not video", []string{"bench", "--streams", "--ceiling", "0", "--source", notVideo},
 			[]string{"--source: not a video vigil can decode", notVideo}},
+		{"bench --gpu precision", []string{"bench", "--gpu", "--precisions", "fp32,int4"}, []string{`--precisions "fp32,int4"`, "fp32, tf32 or fp16"}},
+		{"bench --gpu instances", []string{"bench", "--gpu", "--instances", "1,17"}, []string{`--instances "1,17"`, "1 to 16"}},
+		{"bench --gpu nhwc", []string{"bench", "--gpu", "--nhwc", "maybe"}, []string{`--nhwc "maybe"`}},
+		{"bench --gpu batch", []string{"bench", "--gpu", "--batches", "32,256"}, []string{"1 to 128"}},
+		{"bench --gpu conv search", []string{"bench", "--gpu", "--conv-search", "fastest"}, []string{"--conv-search", `"fastest"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
