@@ -43,9 +43,10 @@ func ParsePrecision(s string) (Precision, error) {
 	return "", fmt.Errorf("precision %q: want fp32, tf32 or fp16", s)
 }
 
-// builtinJPEG is frame 300 of OpenCV's vtest.avi (768x576, people walking;
-// BSD licence, see internal/assets), the frame Open checks fp16 against
-// fp32 on.
+// builtinJPEG is frame 300 of OpenCV's sample vtest.avi (768x576, people
+// walking; from Debian's opencv-doc, as scripts/setup.sh fetches it,
+// re-encoded as a JPEG at ffmpeg's -q:v 4), the frame Open checks fp16
+// against fp32 on.
 //
 //go:embed builtin.jpg
 var builtinJPEG []byte
