@@ -397,10 +397,6 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 	return "by decoder: " + strings.Join(parts, "; ")
 }
 
-// frameCounts reads m's frame counters now (frames): "decoded" and
-// "dropped" over all streams, "stream decoded ID" and "stream dropped ID"
-// per stream, and "drop reason@stage". sweepPoint reads them as its
-// window opens and closes, under the sink's lock.
 // firstFrameLimit bounds how long a point waits, after its warm-up, for
 // every stream's first frame: 60 s is four times what 200 direct-NVDEC
 // decoders took to be made one by one on an H200 (about 70 ms each).
@@ -436,6 +432,10 @@ func waitFirstFrames(ctx context.Context, m *pipeline.Metrics, n int, limit time
 	return time.Since(start), true
 }
 
+// frameCounts reads m's frame counters now (frames): "decoded" and
+// "dropped" over all streams, "stream decoded ID" and "stream dropped ID"
+// per stream, and "drop reason@stage". sweepPoint reads them as its
+// window opens and closes, under the sink's lock.
 func frameCounts(m *pipeline.Metrics) map[string]float64 {
 	out := map[string]float64{}
 	each := func(c *prometheus.CounterVec, f func(x *dto.Metric, v float64)) {
