@@ -105,21 +105,25 @@ type StreamsResult struct {
 // several GPUs the streams are placed as vigil run places them (fewest
 // streams first; hybrid decoding on that GPU's NVDEC or the CPU), each GPU
 // with its own engines and batcher, and NVML's figure is the busiest
-// GPU's (of all visible GPUs, also those outside infer.devices). It first measures the decode-only ceilings with the ffmpeg CLI on
-// as many parallel inputs as the machine would run (NVDEC with 7 and 14
-// decodes per GPU, spread over the GPUs, when there are GPUs, and software
-// decoding with one decode of one thread per core), each counted in the
-// steady state after start-up, then the best NVDEC and the CPU decodes run
-// together. It then runs N looped real-time copies of the clip through
-// vigil (decode.hwaccel and the engine as configured, with vigil's policy;
-// hybrid decoding split by decode.nvdec_fps and decode.cpu_fps; the copies
+// GPU's (of all visible GPUs, also those outside infer.devices). It first
+// measures vigil's own decode-only ceilings (measureVigilCeilings: direct
+// NVDEC with NVDECSessionsPerGPU sessions per GPU, spread over the GPUs,
+// when there are GPUs, and software decoding with one single-thread
+// decode per core; each counted in the steady state after start-up; then
+// both at once) and prints the hybrid placement capacities they give,
+// then, with --ffmpeg, the ffmpeg CLI's ceilings for comparison, then the
+// engine ceiling (the detector alone on held frames). It then runs N
+// looped real-time copies of the clip through vigil (decode.hwaccel and
+// the engine as configured, with vigil's policy; hybrid decoding placed
+// by decode.nvdec_pixel_rate and decode.cpu_pixel_rate; the copies
 // started staggered) for rising N until P99 passes the budget or
 // processed frames fall 5 % behind offered ones, and reports the best N
-// against the combined ceiling (the sum of the two measured apart, as the
-// benchmark is specified) and against both run together, with NVML's
-// decoder utilisation. Each point also prints where frames went, the
+// against the decode ceiling (the sum of the two measured apart, as the
+// benchmark is specified), against both run together and against the
+// engine ceiling, with NVML's decoder utilisation and issue 16's
+// acceptance line. Each point also prints where frames went, the
 // batches, CPU use and memory (SweepPoint.Breakdown). Errors: bad options,
-// a missing --source or --ffmpeg, or a --source FFmpeg cannot decode
+// a missing --source, an --ffmpeg not found, or a --source FFmpeg cannot decode
 // (*BadInputError); the runtime or the model not opening, or a stream that
 // cannot start; *InterruptedError, naming the step, when ctx ends first
 // (the point it cuts short is not counted).
