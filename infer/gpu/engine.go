@@ -33,10 +33,10 @@ import (
 
 // Options configure an Engine.
 type Options struct {
-	// Name, Path and Spec are as in infer.Options.
-	Name, Path                   string
-	Spec                         infer.Spec
-	ScoreThreshold, IoUThreshold float32
+	// Name, Path and Spec are as in infer.Options (thresholds are in
+	// Spec).
+	Name, Path string
+	Spec       infer.Spec
 	// Device is the CUDA device ordinal.
 	Device int
 	// Providers is the execution-provider chain; nil means tensorrt, then
