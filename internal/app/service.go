@@ -52,12 +52,15 @@ type service struct {
 	reweigher *pipeline.Reweigher
 	// placeMu serialises what changes placement: registry changes
 	// (reconcile, on the watch goroutine) and reweighing (reweighLoop).
-	// It guards placer, decoders, reweigher and specs.
+	// It guards placer, decoders, reweigher, specs and analyzers, and
+	// keeps sup.Apply to one caller at a time (Apply reads and writes its
+	// stream under two separate locks).
 	placeMu sync.Mutex
 
 	// analytics are the analytics' metrics; analyzers the analyzer of
 	// each running stream, to which a change of its analytics alone is
-	// handed (hot reload). The watch goroutine only.
+	// handed (hot reload). Under placeMu: build runs on the watch
+	// goroutine and, for a stream reweighLoop moves, on that one.
 	analytics *analyticsMetrics
 	analyzers map[string]*streamAnalytics
 
