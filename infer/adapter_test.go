@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -179,7 +180,7 @@ func TestHalf(t *testing.T) {
 
 // The model block's values are checked before any model is read.
 func TestSpecCheck(t *testing.T) {
-	pad := float32(300)
+	pad, nan := float32(300), float32(math.NaN())
 	for _, c := range []struct {
 		s    Spec
 		want string
@@ -192,6 +193,12 @@ func TestSpecCheck(t *testing.T) {
 		{Spec{Input: InputSpec{Pad: &pad}}, "input.pad"},
 		{Spec{Input: InputSpec{Width: 640}}, "input.size: [640, 0]"},
 		{Spec{ClassThresholds: map[string]float32{"person": 2}}, "class_thresholds: person"},
+		// NaN (YAML's .nan) fails every comparison: it must be refused, not
+		// let through as if in range.
+		{Spec{Input: InputSpec{Pad: &nan}}, "input.pad"},
+		{Spec{ScoreThreshold: nan}, "score_threshold"},
+		{Spec{IoUThreshold: nan}, "iou_threshold"},
+		{Spec{ClassThresholds: map[string]float32{"person": nan}}, "class_thresholds: person"},
 	} {
 		require.ErrorContains(t, c.s.Check(), c.want)
 	}

@@ -142,20 +142,20 @@ func (s Spec) Check() error {
 	if !finite(in.Mean...) {
 		return fmt.Errorf("input.mean: %v: want numbers", in.Mean)
 	}
-	if in.Pad != nil && (*in.Pad < 0 || *in.Pad > 255) {
+	if in.Pad != nil && !(*in.Pad >= 0 && *in.Pad <= 255) { // !(…): NaN too
 		return fmt.Errorf("input.pad: %v: want an 8-bit level, 0 to 255", *in.Pad)
 	}
 	if in.Width < 0 || in.Height < 0 || (in.Width == 0) != (in.Height == 0) || in.Width > 8192 || in.Height > 8192 {
 		return fmt.Errorf("input.size: [%d, %d]: want [width, height], 1 to 8192 pixels each", in.Width, in.Height)
 	}
-	if s.ScoreThreshold < 0 || s.ScoreThreshold > 1 {
+	if !(s.ScoreThreshold >= 0 && s.ScoreThreshold <= 1) {
 		return fmt.Errorf("score_threshold: %v: want 0..1", s.ScoreThreshold)
 	}
-	if s.IoUThreshold < 0 || s.IoUThreshold > 1 {
+	if !(s.IoUThreshold >= 0 && s.IoUThreshold <= 1) {
 		return fmt.Errorf("iou_threshold: %v: want 0..1", s.IoUThreshold)
 	}
 	for c, v := range s.ClassThresholds {
-		if v < 0 || v > 1 {
+		if !(v >= 0 && v <= 1) {
 			return fmt.Errorf("class_thresholds: %s: %v: want 0..1", c, v)
 		}
 	}
