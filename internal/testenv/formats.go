@@ -23,7 +23,8 @@ func YOLOXNano(t testing.TB) string {
 
 // FormatModels returns the directory holding YOLOX-Nano rewritten into
 // every output format vigil decodes (yolov8.onnx, yolov8t.onnx,
-// yolov10.onnx, rtdetr.onnx, rfdetr.onnx; scripts/format_models.py),
+// yolov10.onnx, rtdetr.onnx, rfdetr.onnx, ssd.onnx;
+// scripts/format_models.py),
 // made into ${VIGIL_CACHE_DIR}/models/formats on first use and again when
 // the script or YOLOX-Nano is newer (about 3 s). It skips the test without
 // YOLOX-Nano or Debian's python3-onnx.
