@@ -205,16 +205,21 @@ func TestPlacerRebalanceSettles(t *testing.T) {
 		}
 		p := pipeline.NewPlacerCapacity(caps)
 		p.SetMoveRule(float64(r.intn(10))/100, r.intn(3))
-		total := 0.0
+		weights := map[string]float64{} // the streams still placed
 		for i := range 5 + r.intn(30) {
 			w := float64(1 + r.intn(50))
-			total += w
+			weights[fmt.Sprint("s", i)] = w
 			p.Place(fmt.Sprint("s", i), w)
 		}
 		for i := range 5 + r.intn(30) {
 			if r.intn(2) == 0 {
 				p.Remove(fmt.Sprint("s", i))
+				delete(weights, fmt.Sprint("s", i))
 			}
+		}
+		total := 0.0
+		for _, w := range weights {
+			total += w
 		}
 		for range 10 { // a capped rebalance may need several calls
 			if len(p.Rebalance()) == 0 {
@@ -226,7 +231,13 @@ func TestPlacerRebalanceSettles(t *testing.T) {
 		for _, l := range p.Loads() {
 			sum += l
 		}
-		require.LessOrEqual(t, sum, total+1e-9, "seed %d", seed)
+		// Whole weights: the sums are exact.
+		require.Equal(t, total, sum, "seed %d: the loads are the placed streams' weights", seed)
+		for id, w := range weights {
+			got, ok := p.Weight(id)
+			require.True(t, ok, "seed %d: %s still placed", seed, id)
+			require.Equal(t, w, got, "seed %d: %s", seed, id)
+		}
 	}
 }
 
