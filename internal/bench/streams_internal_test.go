@@ -192,20 +192,27 @@ func TestDecodeRateCPU(t *testing.T) {
 func TestWaitFirstFrames(t *testing.T) {
 	m := pipeline.NewMetrics(prometheus.NewRegistry())
 	m.Decoded.WithLabelValues("s0").Inc()
-	waited, all := waitFirstFrames(context.Background(), m, 1, time.Minute)
+	waited, all := waitFirstFrames(context.Background(), m, 1, time.Minute, nil)
 	require.Zero(t, waited, "the one stream had decoded a frame")
 	require.True(t, all)
 
-	waited, all = waitFirstFrames(context.Background(), m, 2, 300*time.Millisecond)
+	waited, all = waitFirstFrames(context.Background(), m, 2, 300*time.Millisecond, nil)
 	require.False(t, all, "s1 never decodes")
 	require.GreaterOrEqual(t, waited, 300*time.Millisecond)
+
+	// A stream that failed will never decode: no waiting out the limit.
+	t0 := time.Now()
+	waited, all = waitFirstFrames(context.Background(), m, 2, time.Minute, func() bool { return true })
+	require.False(t, all)
+	// 30 s: half the limit, far above one poll (100 ms) on a busy machine.
+	require.Less(t, time.Since(t0), 30*time.Second, "waited %s for a failed stream", waited)
 
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		m.Decoded.WithLabelValues("s1").Inc()
 	}()
 	// A minute: far beyond the 200 ms the goroutine sleeps, on a busy machine.
-	waited, all = waitFirstFrames(context.Background(), m, 2, time.Minute)
+	waited, all = waitFirstFrames(context.Background(), m, 2, time.Minute, nil)
 	require.True(t, all)
 	require.GreaterOrEqual(t, waited, 100*time.Millisecond, "it waited for s1")
 }

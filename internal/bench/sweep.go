@@ -288,7 +288,7 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	// a usual warm-up: measuring then would count streams that have not
 	// started. Wait until every stream has decoded a frame, then warm
 	// again for one second so the last ones settle, up to firstFrameLimit.
-	waited, allStarted := waitFirstFrames(ctx, metrics, n, firstFrameLimit)
+	waited, allStarted := waitFirstFrames(ctx, metrics, n, firstFrameLimit, func() bool { return len(errs) > 0 })
 	if waited > 0 {
 		sleep(time.Second)
 	}
@@ -403,9 +403,11 @@ func sidesLine(side map[string]int, a, b map[string]float64, lat [2][]time.Durat
 const firstFrameLimit = 60 * time.Second
 
 // waitFirstFrames polls m until n streams have decoded at least one frame
-// each, for at most limit; it returns how long it waited (0 when they had
-// already) and whether all had.
-func waitFirstFrames(ctx context.Context, m *pipeline.Metrics, n int, limit time.Duration) (time.Duration, bool) {
+// each, for at most limit, or until failed (nil: never) says a stream has
+// ended with an error (it will never decode: the point reports its error
+// without waiting out the limit); it returns how long it waited (0 when
+// they had already) and whether all had.
+func waitFirstFrames(ctx context.Context, m *pipeline.Metrics, n int, limit time.Duration, failed func() bool) (time.Duration, bool) {
 	start := time.Now()
 	started := func() int {
 		k := 0
@@ -420,7 +422,7 @@ func waitFirstFrames(ctx context.Context, m *pipeline.Metrics, n int, limit time
 		return 0, true
 	}
 	for started() < n {
-		if time.Since(start) >= limit {
+		if time.Since(start) >= limit || (failed != nil && failed()) {
 			return time.Since(start), false
 		}
 		select {
