@@ -85,27 +85,9 @@ func outputTensor(s []int64, typ string) (ort.Value, []float32, func(), error) {
 		}
 		return t, t.GetData(), nil, nil
 	case "int64":
-		t, err := ort.NewEmptyTensor[int64](shape)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		out, src := make([]float32, shape.FlattenedSize()), t.GetData()
-		return t, out, func() {
-			for i, v := range src {
-				out[i] = float32(v)
-			}
-		}, nil
+		return intOutput[int64](shape)
 	case "int32":
-		t, err := ort.NewEmptyTensor[int32](shape)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		out, src := make([]float32, shape.FlattenedSize()), t.GetData()
-		return t, out, func() {
-			for i, v := range src {
-				out[i] = float32(v)
-			}
-		}, nil
+		return intOutput[int32](shape)
 	case "float16":
 		raw := make([]byte, 2*shape.FlattenedSize())
 		t, err := ort.NewCustomDataTensor(shape, raw, ort.TensorElementDataTypeFloat16)
@@ -120,6 +102,21 @@ func outputTensor(s []int64, typ string) (ort.Value, []float32, func(), error) {
 		}, nil
 	}
 	return nil, nil, nil, fmt.Errorf("element type %s; vigil reads float32, float16, int64 and int32 outputs", typ)
+}
+
+// intOutput is outputTensor for an integer element type: the tensor, a
+// float32 buffer, and the conversion into it.
+func intOutput[T int32 | int64](shape ort.Shape) (ort.Value, []float32, func(), error) {
+	t, err := ort.NewEmptyTensor[T](shape)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out, src := make([]float32, shape.FlattenedSize()), t.GetData()
+	return t, out, func() {
+		for i, v := range src {
+			out[i] = float32(v)
+		}
+	}, nil
 }
 
 // run converts the input if needed, runs the session and converts the
