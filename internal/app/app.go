@@ -162,7 +162,19 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		}
 		ep.NATS = ns.ClientURL()
 		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", o.StoreDir),
-			zap.Bool("auth", natsToken != ""))
+			zap.Bool("auth", natsToken != ""), zap.String("sync_interval", c.NATS.SyncInterval))
+		if c.NATS.Clustered() {
+			// The registry needs JetStream, which in a cluster needs a
+			// majority of the servers: wait for them as long as it takes
+			// (nodes of a site start in any order).
+			log.Info("embedded NATS server joining cluster", zap.String("cluster", c.NATS.Cluster.Name),
+				zap.String("server_name", ns.Name()), zap.Strings("routes", c.NATS.Cluster.Routes))
+			if err := natsserver.WaitJetStream(ctx, ns, func(d time.Duration) {
+				log.Info("waiting for a majority of the NATS cluster's servers (JetStream meta leader)", zap.Duration("waited", d))
+			}); err != nil {
+				return err
+			}
+		}
 		if !config.Loopback(c.NATS.Listen) && natsToken == "" {
 			log.Warn("embedded NATS server open to the network without a token (nats.insecure: true): anyone who can "+
 				"reach it can read every detection, publish false ones, and read or rewrite the stream registry, camera "+
