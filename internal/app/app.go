@@ -241,7 +241,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
 			Labels: func(m string) ([]string, error) { return engines.Labels(&c, m) },
-			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries}).Handler()
+			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
@@ -291,9 +291,10 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			err := streams.Watch(ctx, svc.reconcile, func(key string, err error) {
+			err := streams.WatchSynced(ctx, svc.reconcile, func(key string, err error) {
 				log.Error("ignoring a registry entry", zap.String("key", key), zap.Error(err))
-			})
+			}, func() { svc.synced.Store(true) })
+			svc.synced.Store(false)
 			if err != nil && ctx.Err() == nil {
 				log.Warn("registry watch failed; retrying", zap.Error(err))
 				select {

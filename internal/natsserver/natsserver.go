@@ -183,6 +183,10 @@ func clusterOptions(opts *server.Options, o Options) error {
 	return nil
 }
 
+// listenKey is the config key of each listener splitListen checks.
+var listenKey = map[string]string{"embedded NATS": "nats.listen", "embedded NATS MQTT": "nats.mqtt.listen",
+	"embedded NATS cluster": "nats.cluster.listen"}
+
 // splitListen parses a host:port for the listener named what; port 0
 // becomes nats-server's RANDOM_PORT (for nats-server 0 means "default" or
 // "off"), and a port in use fails at once rather than after the 10 s wait.
@@ -200,7 +204,7 @@ func splitListen(what, listen string) (string, int, error) {
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("%s cannot listen on %s: %w (is another vigil or NATS server running? set nats.listen or nats.mqtt.listen)", what, listen, err)
+		return "", 0, fmt.Errorf("%s cannot listen on %s: %w (is another vigil or NATS server running? set %s)", what, listen, err, listenKey[what])
 	}
 	ln.Close()
 	return host, port, nil
