@@ -25,7 +25,7 @@ import (
 // freePorts returns n loopback ports that were free a moment ago: the
 // route listeners must be known before the servers start, since each
 // server's routes name the others'.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
@@ -41,7 +41,7 @@ func freePorts(t *testing.T, n int) []int {
 // each one's config file (data_dir, nats.cluster with every node's route,
 // its own included, nats.token_file) through config.Parse, OptionsFrom and
 // StartOptions, then waits for JetStream's meta group on each.
-func startCluster(t *testing.T, n int, extra string) []*server.Server {
+func startCluster(t testing.TB, n int, extra string) []*server.Server {
 	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
@@ -67,7 +67,7 @@ func startCluster(t *testing.T, n int, extra string) []*server.Server {
 	return servers
 }
 
-func connectTo(t *testing.T, s *server.Server) *nats.Conn {
+func connectTo(t testing.TB, s *server.Server) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL(), nats.Token("cluster-secret"), nats.MaxReconnects(-1))
 	require.NoError(t, err)
@@ -224,3 +224,30 @@ func TestClusterConfigErrors(t *testing.T) {
 type lastErr struct{ p *error }
 
 func (l lastErr) String() string { return fmt.Sprint(*l.p) }
+
+// BenchmarkClusterKVPut measures what nats.sync_interval costs: one
+// writer's sequential puts (256-byte values, the size of a lease or a
+// small stream spec) into an R3 bucket on three embedded servers on this
+// machine's disk, acknowledged after a majority stored each; with always,
+// after each server's fsync. Not a test (deploy/README.md, "Durability").
+func BenchmarkClusterKVPut(b *testing.B) {
+	for _, sync := range []string{"2m", "always"} {
+		b.Run("sync_interval="+sync, func(b *testing.B) {
+			servers := startCluster(b, 3, "  sync_interval: "+sync+"\n")
+			ctx := context.Background()
+			js, err := jetstream.New(connectTo(b, servers[0]))
+			require.NoError(b, err)
+			kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bench", Replicas: 3, Storage: jetstream.FileStorage})
+			require.NoError(b, err)
+			val := make([]byte, 256)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := kv.Put(ctx, fmt.Sprintf("k%d", i%1000), val); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "puts/s")
+		})
+	}
+}
