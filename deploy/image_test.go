@@ -71,7 +71,7 @@ func TestImageCPU(t *testing.T) {
 	require.Len(t, index.Manifests, 1)
 	require.Equal(t, "imagetest-cpu", index.Manifests[0].Annotations["org.opencontainers.image.ref.name"])
 	var manifest struct {
-		Config struct{ Digest string } `json:"config"`
+		Config struct{ Digest string }              `json:"config"`
 		Layers []struct{ Digest, MediaType string } `json:"layers"`
 	}
 	require.NoError(t, json.Unmarshal(blob(t, layout, index.Manifests[0].Digest), &manifest))
