@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,14 +167,52 @@ func TestEmbeddedClusterRefusesWrongToken(t *testing.T) {
 		"    listen: 127.0.0.1:%d\n    server_name: a\n    routes: %s\n", good, ports[0], routes))
 	b, _ := vigilServer(t, filepath.Join(dir, "b"), fmt.Sprintf("nats:\n  listen: 127.0.0.1:0\n  token_file: %s\n  cluster:\n"+
 		"    listen: 127.0.0.1:%d\n    server_name: b\n    routes: %s\n", bad, ports[1], routes))
-	// nats-server retries a route every second; three rounds of refusals
-	// is long enough to see that none is accepted (a route between two
-	// servers on loopback is up in milliseconds when allowed).
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		require.Zero(t, a.NumRoutes()+b.NumRoutes(), "a route formed between servers with different tokens")
-		time.Sleep(100 * time.Millisecond)
+	// What a route carries must not cross: a subscriber on each server
+	// sees nothing of what is published on the other. (Routez can list a
+	// refused route for a moment: the dialling side registers it on the
+	// other's INFO, before the other refuses its CONNECT.)
+	ca, err := nats.Connect(a.ClientURL(), nats.Token("right"))
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := nats.Connect(b.ClientURL(), nats.Token("wrong"))
+	require.NoError(t, err)
+	defer cb.Close()
+	var crossed atomic.Int32
+	for _, c := range []*nats.Conn{ca, cb} {
+		_, err := c.Subscribe("vigil.probe", func(m *nats.Msg) {
+			if string(m.Data) != c.Opts.Token {
+				crossed.Add(1)
+			}
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Flush())
 	}
+	// nats-server retries a route every second; three rounds of refusals
+	// is long enough (a route between two servers on loopback is up, with
+	// its interest, in milliseconds when allowed).
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		require.NoError(t, ca.Publish("vigil.probe", []byte("right")))
+		require.NoError(t, cb.Publish("vigil.probe", []byte("wrong")))
+	}
+	require.NoError(t, ca.Flush())
+	require.NoError(t, cb.Flush())
+	require.Zero(t, crossed.Load(), "messages crossed between servers with different tokens")
+	require.Zero(t, len(routesTo(t, a, b))+len(routesTo(t, b, a)), "a route between servers with different tokens stayed")
+}
+
+// routesTo returns s's routes to other that have exchanged messages (a
+// refused route never does).
+func routesTo(t *testing.T, s, other *server.Server) []*server.RouteInfo {
+	t.Helper()
+	rz, err := s.Routez(nil)
+	require.NoError(t, err)
+	var out []*server.RouteInfo
+	for _, r := range rz.Routes {
+		if r.RemoteID == other.ID() && r.InMsgs+r.OutMsgs > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // TestClusterConfigErrors checks that every misuse of nats.cluster and
