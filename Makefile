@@ -11,6 +11,9 @@
 #                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
 #   make gpu-bundle  make static, then .gpu/: vigil-static, ffmpeg-static, ONNX Runtime
 #                with its CUDA provider, models; `. .gpu/unpack.sh` on a GPU machine
+#   make image   make build, then bin/image/vigil-cpu.oci.tar and vigil-gpu.oci.tar:
+#                OCI image archives assembled from Debian packages with umoci, no
+#                container daemon (deploy/README.md)
 SHELL := /bin/bash
 GO = $(shell bash scripts/go.sh)
 BIN := bin/vigil
@@ -18,7 +21,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench camera check-config generate clean static gpu-bundle
+.PHONY: setup build run test bench camera check-config generate clean static gpu-bundle image
 
 setup:
 	@bash scripts/setup.sh
@@ -75,6 +78,12 @@ static: setup
 # .gpu/ (git-ignored) must stay under 60 MiB: the script fails if it is not.
 gpu-bundle: static
 	@bash scripts/gpu-bundle.sh
+
+# IMAGE=cpu or gpu builds one of the two. The GPU image's ONNX Runtime
+# libraries are fetched once into ~/.cache/vigil as make gpu-bundle does.
+IMAGE ?= all
+image: build
+	@bash scripts/image.sh $(IMAGE)
 
 # Removes build outputs only; the cached static FFmpeg and ONNX Runtime GPU
 # libraries stay in ~/.cache/vigil.

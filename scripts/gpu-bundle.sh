@@ -44,8 +44,10 @@ check() {
 # xz_to SRC DEST: --x86 (BCJ) makes machine code ~8 % smaller.
 xz_to() { xz -T0 --x86 --lzma2=preset="${XZ_PRESET:-6}" -c "$1" >"$2.tmp" && mv "$2.tmp" "$2"; }
 
+# --ort-only (scripts/image.sh): only fill the ONNX Runtime cache below.
+ORT_ONLY=0; [ "${1:-}" = --ort-only ] && ORT_ONLY=1
 for f in bin/vigil-static bin/ffmpeg-static; do
-  [ -x "$f" ] || die "$f is missing; run make static first"
+  [ "$ORT_ONLY" = 1 ] || [ -x "$f" ] || die "$f is missing; run make static first"
 done
 for c in npm xz strip python3; do
   command -v "$c" >/dev/null || die "$c not found (run make setup; strip is in binutils)"
@@ -100,6 +102,8 @@ if ! (cd "$ORT" && sha256sum -c --quiet --status SHA256SUMS 2>/dev/null); then
   rm -rf package cuda_sm90.so "$NODE_TGZ" "$GPU_TGZ"
   cd "$REPO"
 fi
+
+[ "$ORT_ONLY" = 0 ] || exit 0
 
 # --- the bundle ------------------------------------------------------------------------
 # .gpu/.inputs remembers the sha256 of what each packed file was made from, so

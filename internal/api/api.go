@@ -61,7 +61,13 @@ type Options struct {
 	// Sources, when not nil, is api.allowed_sources: a stream whose URL it
 	// refuses is answered 403 with field "url", on create and on patch.
 	Sources *allowlist.List
-	Logger  *zap.Logger
+	// Ready, when set, says whether this node should be sent work: nil
+	// for ready, else why not. GET /readyz answers 200 or 503 with it,
+	// without a token (orchestrators' probes carry none, and the answer
+	// tells nothing about the streams). The service sets it; nil: ready
+	// whenever the API answers.
+	Ready  func() error
+	Logger *zap.Logger
 }
 
 // Server implements the API; Handler returns its http.Handler.
@@ -92,7 +98,13 @@ var Routes = []Route{
 	{"GET", "/v1/streams/{id}", (*Server).get},
 	{"PATCH", "/v1/streams/{id}", (*Server).patch},
 	{"DELETE", "/v1/streams/{id}", (*Server).delete},
+	{"GET", ReadyPath, (*Server).readyz},
 }
+
+// ReadyPath is the readiness endpoint: 200 "ready" when Options.Ready
+// says so, else 503 "not ready: <why>" (text/plain). It needs no token.
+// Liveness is /healthz on the metrics listener.
+const ReadyPath = "/readyz"
 
 // Handler returns the API's handler: authentication, then the routes.
 func (s *Server) Handler() http.Handler {
@@ -105,7 +117,7 @@ func (s *Server) Handler() http.Handler {
 		writeErr(w, http.StatusNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.o.Token != "" && !s.authorized(r) {
+		if s.o.Token != "" && r.URL.Path != ReadyPath && !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 			writeErr(w, http.StatusUnauthorized, "Authorization", "missing or wrong bearer token")
 			return
@@ -163,6 +175,19 @@ func (s *Server) view(e registry.Entry) Stream {
 		}
 	}
 	return v
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "ready\n")
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {

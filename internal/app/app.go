@@ -162,7 +162,19 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		}
 		ep.NATS = ns.ClientURL()
 		log.Info("embedded NATS server started", zap.String("url", ep.NATS), zap.String("store", o.StoreDir),
-			zap.Bool("auth", natsToken != ""))
+			zap.Bool("auth", natsToken != ""), zap.String("sync_interval", c.NATS.SyncInterval))
+		if c.NATS.Clustered() {
+			// The registry needs JetStream, which in a cluster needs a
+			// majority of the servers: wait for them as long as it takes
+			// (nodes of a site start in any order).
+			log.Info("embedded NATS server joining cluster", zap.String("cluster", c.NATS.Cluster.Name),
+				zap.String("server_name", ns.Name()), zap.Strings("routes", c.NATS.Cluster.Routes))
+			if err := natsserver.WaitJetStream(ctx, ns, func(d time.Duration) {
+				log.Info("waiting for a majority of the NATS cluster's servers (JetStream meta leader)", zap.Duration("waited", d))
+			}); err != nil {
+				return err
+			}
+		}
 		if !config.Loopback(c.NATS.Listen) && natsToken == "" {
 			log.Warn("embedded NATS server open to the network without a token (nats.insecure: true): anyone who can "+
 				"reach it can read every detection, publish false ones, and read or rewrite the stream registry, camera "+
@@ -229,7 +241,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
 			Labels: func(m string) ([]string, error) { return engines.Labels(&c, m) },
-			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries}).Handler()
+			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
@@ -279,9 +291,10 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			err := streams.Watch(ctx, svc.reconcile, func(key string, err error) {
+			err := streams.WatchSynced(ctx, svc.reconcile, func(key string, err error) {
 				log.Error("ignoring a registry entry", zap.String("key", key), zap.Error(err))
-			})
+			}, func() { svc.synced.Store(true) })
+			svc.synced.Store(false)
 			if err != nil && ctx.Err() == nil {
 				log.Warn("registry watch failed; retrying", zap.Error(err))
 				select {

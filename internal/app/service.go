@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,9 @@ import (
 
 // service turns registry changes into running streams.
 type service struct {
+	// synced is true while the registry watch has delivered every stream
+	// present when it began (ready.go).
+	synced  atomic.Bool
 	c       *config.Config
 	log     *zap.Logger
 	engs    *engines.Pool

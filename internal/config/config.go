@@ -131,14 +131,54 @@ type NATS struct {
 	Insecure bool `yaml:"insecure"`
 	// Bucket is the JetStream key-value bucket of the stream registry.
 	Bucket string `yaml:"bucket"`
-	// Replicas is the bucket's replica count on an external cluster (1 to
-	// 5).
+	// Replicas is the bucket's replica count (1 to 5): on an external
+	// cluster, or on the embedded cluster (nats.cluster), at most its
+	// number of servers; 3 survives one server lost.
 	Replicas int `yaml:"replicas"`
 	// MQTT turns on the embedded server's own MQTT 3.1.1 listener, so that
 	// MQTT clients (Home Assistant, Node-RED) subscribe to
 	// `<prefix>/<stream_id>/detections` and the other subjects with `/`
 	// for `.` (docs/api.md, "MQTT"). Only with the embedded server.
 	MQTT MQTT `yaml:"mqtt"`
+	// Cluster joins the embedded server to the embedded servers of other
+	// vigil nodes, forming one NATS cluster with JetStream replicated
+	// across them (deploy/README.md, "Three nodes, no separate NATS").
+	// Only with the embedded server.
+	Cluster NATSCluster `yaml:"cluster"`
+	// SyncInterval is how often the embedded server's JetStream flushes
+	// its files to disk (fsync): a duration, or always to fsync every
+	// write before acknowledging it. Writes acknowledged since the last
+	// flush are lost if every replica loses power at once
+	// (deploy/README.md, "Durability"). Only with the embedded server; an
+	// external server has its own jetstream { sync_interval }.
+	SyncInterval string `yaml:"sync_interval"`
+}
+
+// NATSCluster configures the embedded server's cluster routes: three
+// vigil nodes, each listing the others in Routes, form one NATS cluster,
+// so that the registry bucket can have nats.replicas: 3 without a
+// separate NATS deployment.
+type NATSCluster struct {
+	// Listen is the host:port of the route listener that the other nodes
+	// connect to (6222 is NATS's cluster port); off: no cluster.
+	Listen string `yaml:"listen"`
+	// Routes are the other nodes' route listeners, as nats://host:port
+	// URLs; this node's own may be listed too (nats-server skips it), so
+	// every node can share one list. Give no credentials in them: with
+	// nats.token_file set, routes authenticate with that token.
+	Routes []string `yaml:"routes"`
+	// Name is the cluster's name, the same on every node (1-64 characters
+	// of `A-Z a-z 0-9 _ -`).
+	Name string `yaml:"name"`
+	// ServerName is this node's NATS server name, unique in the cluster
+	// and unchanged across restarts (JetStream's replicas are placed by
+	// it); empty: the host name.
+	ServerName string `yaml:"server_name"`
+	// Advertise is the host:port the other nodes are told to reach this
+	// node's route listener at, when that is not the address they would
+	// find (NAT, a container's published port); empty: nats-server's own
+	// choice.
+	Advertise string `yaml:"advertise"`
 }
 
 // MQTT configures the embedded NATS server's MQTT listener.
@@ -563,7 +603,8 @@ func Default() Config {
 		API:     API{Listen: "127.0.0.1:8080"},
 		Log:     Log{Level: "info", Format: "console"},
 		Metrics: Metrics{Listen: "127.0.0.1:9090"},
-		NATS:    NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"}},
+		NATS: NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"},
+			Cluster: NATSCluster{Listen: "off", Name: "vigil"}, SyncInterval: DefaultSyncInterval},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
 		Decode: Decode{HWAccel: "none", NVDECMode: "direct", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}},
@@ -671,6 +712,11 @@ func (c *Config) expand() {
 	c.API.TLSCert = assets.ExpandEnv(c.API.TLSCert)
 	c.API.TLSKey = assets.ExpandEnv(c.API.TLSKey)
 	c.NATS.TokenFile = assets.ExpandEnv(c.NATS.TokenFile)
+	c.NATS.Cluster.ServerName = assets.ExpandEnv(c.NATS.Cluster.ServerName)
+	c.NATS.Cluster.Advertise = assets.ExpandEnv(c.NATS.Cluster.Advertise)
+	for i := range c.NATS.Cluster.Routes {
+		c.NATS.Cluster.Routes[i] = assets.ExpandEnv(c.NATS.Cluster.Routes[i])
+	}
 	for i := range c.API.AllowedSources {
 		c.API.AllowedSources[i] = assets.ExpandEnv(c.API.AllowedSources[i])
 	}
@@ -792,6 +838,7 @@ func (c *Config) Validate() error {
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		p.add("nats.replicas", "%d: want 1 to 5", c.NATS.Replicas)
 	}
+	c.validateCluster(&p)
 	if c.NATS.SubjectPrefix == "" || strings.ContainsAny(c.NATS.SubjectPrefix, " .*>\t") {
 		p.add("nats.subject_prefix", "%q: want one subject token (no spaces, dots, * or >)", c.NATS.SubjectPrefix)
 	}
@@ -1010,6 +1057,14 @@ func (c *Config) exposure(p *problems) {
 				"read every detection, publish false ones, and read or rewrite the stream registry (camera credentials "+
 				"included); set nats.token_file, listen on 127.0.0.1, or set nats.insecure: true to serve it without a "+
 				"token anyway", c.NATS.Listen)
+		}
+	}
+	if l := c.NATS.Cluster.Listen; c.NATS.URL == "" && l != "off" && c.NATS.TokenFile == "" && !c.NATS.Insecure && !Loopback(l) {
+		if _, _, err := net.SplitHostPort(l); err == nil {
+			p.add("nats.cluster.listen", "%q is not a loopback address and nats.token_file is not set: any server that can "+
+				"reach it could join the cluster as a route and read or rewrite everything (every detection, the stream "+
+				"registry with camera credentials); set nats.token_file (routes then authenticate with it), listen on "+
+				"127.0.0.1, or set nats.insecure: true to serve it without a token anyway", l)
 		}
 	}
 	if m := c.NATS.MQTT; c.NATS.URL == "" && m.Listen != "off" && c.NATS.TokenFile == "" && !m.Insecure && !Loopback(m.Listen) {

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // vigilServer starts the embedded server the way vigil run does: the
 // config file (data_dir, nats.*) through config.Parse and
 // natsserver.OptionsFrom, with the token read from nats.token_file.
-func vigilServer(t *testing.T, dataDir, yaml string) (*server.Server, natsserver.Options) {
+func vigilServer(t testing.TB, dataDir, yaml string) (*server.Server, natsserver.Options) {
 	t.Helper()
 	c, err := config.Parse([]byte("data_dir: "+dataDir+"\n"+yaml), filepath.Join(dataDir, "vigil.yaml"))
 	require.NoError(t, err)

@@ -4,8 +4,10 @@
 package natsserver
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,14 +40,49 @@ type Options struct {
 	// MQTTListen is the MQTT 3.1.1 listener's host:port (port 0: a free
 	// port); "" or "off": none. MQTT needs JetStream (StoreDir).
 	MQTTListen string
+	// Cluster, when its Listen is set, makes the server one of a NATS
+	// cluster (JetStream clustered over RAFT).
+	Cluster Cluster
+	// SyncAlways makes JetStream fsync every write before acknowledging
+	// it; otherwise SyncInterval (0: nats-server's default, 2 minutes) is
+	// how often it flushes its files.
+	SyncAlways   bool
+	SyncInterval time.Duration
 }
+
+// Cluster configures the routes of a clustered embedded server.
+type Cluster struct {
+	// Listen is the route listener's host:port (port 0: a free port);
+	// "" or "off": not clustered.
+	Listen string
+	// Routes are the other servers' route URLs (nats://host:port); the
+	// server's own may be among them (nats-server skips it).
+	Routes []string
+	// Name is the cluster's name, the same on every server.
+	Name string
+	// ServerName is this server's name, unique in the cluster; "": the
+	// host name.
+	ServerName string
+	// Advertise is the host:port other servers are told to reach this
+	// one at; "": nats-server's choice.
+	Advertise string
+}
+
+// clustered reports whether c asks for a route listener.
+func (c Cluster) clustered() bool { return c.Listen != "" && c.Listen != "off" }
+
+// RouteUser is the user name routes authenticate with when the server
+// has a token (the token is the password).
+const RouteUser = "vigil"
 
 // OptionsFrom returns the options vigil run starts its embedded server with:
 // nats.listen, JetStream in <data_dir>/jetstream, the token read from
 // nats.token_file (passed in, already read), and nats.mqtt.listen.
 func OptionsFrom(c *config.Config, token string) Options {
+	cl := c.NATS.Cluster
 	return Options{Listen: c.NATS.Listen, StoreDir: filepath.Join(c.DataDir, "jetstream"), Token: token,
-		MQTTListen: c.NATS.MQTT.Listen}
+		MQTTListen: c.NATS.MQTT.Listen, SyncAlways: c.NATS.SyncAlways(), SyncInterval: c.NATS.SyncEvery(),
+		Cluster: Cluster{Listen: cl.Listen, Routes: cl.Routes, Name: cl.Name, ServerName: cl.ServerName, Advertise: cl.Advertise}}
 }
 
 // Start runs an in-process NATS server listening on listen ("host:port";
@@ -91,6 +128,12 @@ func StartOptions(o Options) (*server.Server, error) {
 			return nil, fmt.Errorf("embedded NATS store directory: %w", err)
 		}
 		opts.JetStream, opts.StoreDir = true, o.StoreDir
+		opts.SyncAlways, opts.SyncInterval = o.SyncAlways, o.SyncInterval
+	}
+	if o.Cluster.clustered() {
+		if err := clusterOptions(opts, o); err != nil {
+			return nil, err
+		}
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -107,6 +150,42 @@ func StartOptions(o Options) (*server.Server, error) {
 	}
 	return s, nil
 }
+
+// clusterOptions fills opts' server name, cluster and routes from
+// o.Cluster. With a token, routes authenticate as RouteUser with the
+// token as password, in both directions.
+func clusterOptions(opts *server.Options, o Options) error {
+	cl := o.Cluster
+	host, port, err := splitListen("embedded NATS cluster", cl.Listen)
+	if err != nil {
+		return err
+	}
+	opts.ServerName = cl.ServerName
+	if opts.ServerName == "" {
+		if opts.ServerName, err = os.Hostname(); err != nil {
+			return fmt.Errorf("embedded NATS cluster: no nats.cluster.server_name, and the host name: %w", err)
+		}
+	}
+	opts.Cluster = server.ClusterOpts{Name: cl.Name, Host: host, Port: port, Advertise: cl.Advertise}
+	if o.Token != "" {
+		opts.Cluster.Username, opts.Cluster.Password = RouteUser, o.Token
+	}
+	for _, r := range cl.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("embedded NATS cluster route %q: want nats://host:port", r)
+		}
+		if o.Token != "" {
+			u.User = url.UserPassword(RouteUser, o.Token)
+		}
+		opts.Routes = append(opts.Routes, u)
+	}
+	return nil
+}
+
+// listenKey is the config key of each listener splitListen checks.
+var listenKey = map[string]string{"embedded NATS": "nats.listen", "embedded NATS MQTT": "nats.mqtt.listen",
+	"embedded NATS cluster": "nats.cluster.listen"}
 
 // splitListen parses a host:port for the listener named what; port 0
 // becomes nats-server's RANDOM_PORT (for nats-server 0 means "default" or
@@ -125,7 +204,7 @@ func splitListen(what, listen string) (string, int, error) {
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("%s cannot listen on %s: %w (is another vigil or NATS server running? set nats.listen or nats.mqtt.listen)", what, listen, err)
+		return "", 0, fmt.Errorf("%s cannot listen on %s: %w (is another vigil or NATS server running? set %s)", what, listen, err, listenKey[what])
 	}
 	ln.Close()
 	return host, port, nil
@@ -152,4 +231,32 @@ func MQTTWarning(o Options) string {
 	return "embedded NATS MQTT listener open to the network without a token (nats.mqtt.insecure: true): any MQTT " +
 		"client that can reach " + o.MQTTListen + " can read every detection and event, publish false ones, and " +
 		"read or rewrite the stream registry, camera credentials included; set nats.token_file"
+}
+
+// WaitJetStream waits until s's JetStream can serve requests: at once for
+// a single server; for a clustered one, until the cluster's meta group has
+// a leader, which needs a majority of the cluster's servers to be up and
+// routed. It polls every 100 ms and calls waiting (when not nil) every
+// 10 s with how long it has waited, so that vigil run can say what it is
+// waiting for; it returns ctx's error if ctx ends first.
+func WaitJetStream(ctx context.Context, s *server.Server, waiting func(time.Duration)) error {
+	start := time.Now()
+	poll, say := time.NewTicker(100*time.Millisecond), time.NewTicker(10*time.Second)
+	defer poll.Stop()
+	defer say.Stop()
+	for {
+		if h := s.Healthz(&server.HealthzOptions{JSMetaOnly: true}); h.Error == "" && h.StatusCode < 300 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded NATS: JetStream not ready after %s (is a majority of the cluster's servers up and "+
+				"reachable at nats.cluster.routes?): %w", time.Since(start).Round(time.Second), ctx.Err())
+		case <-poll.C:
+		case <-say.C:
+			if waiting != nil {
+				waiting(time.Since(start))
+			}
+		}
+	}
 }

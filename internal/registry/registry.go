@@ -43,14 +43,46 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, replicas int) (*Reg
 	if replicas < 1 {
 		replicas = 1
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket: bucket, Description: "vigil stream registry", History: 5,
 		Storage: jetstream.FileStorage, Replicas: replicas,
-	})
+	}
+	// A cluster that has just formed can leave a request unanswered (its
+	// meta leader changing) or lack the peers for the replicas yet: ask
+	// again, each attempt with its own deadline, until ctx ends.
+	var kv jetstream.KeyValue
+	for {
+		actx, cancel := context.WithTimeout(ctx, openAttempt)
+		kv, err = js.CreateOrUpdateKeyValue(actx, cfg)
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w (does the NATS server have JetStream enabled?)", bucket, err)
 	}
 	return &Registry{kv: kv}, nil
+}
+
+// openAttempt bounds one attempt of Open to create or update the bucket.
+const openAttempt = 3 * time.Second
+
+// transient reports whether err from a JetStream request is one a
+// cluster that is still forming answers: no answer in time, no
+// responders, "temporarily unavailable" (503), or not enough peers known
+// yet for the replicas (10005).
+func transient(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return api.Code == 503 || api.ErrorCode == 10005
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // ErrNoBucket is returned by Lookup when the bucket does not exist (no
@@ -282,6 +314,13 @@ type Change struct {
 // until ctx ends. Entries that do not decode are reported through bad and
 // skipped.
 func (r *Registry) Watch(ctx context.Context, fn func(Change), bad func(key string, err error)) error {
+	return r.WatchSynced(ctx, fn, bad, nil)
+}
+
+// WatchSynced is Watch that also calls synced, when not nil, once fn has
+// been called for every stream present when the watch began (the
+// registry has been read whole; vigil's /readyz waits for it).
+func (r *Registry) WatchSynced(ctx context.Context, fn func(Change), bad func(key string, err error), synced func()) error {
 	w, err := r.kv.Watch(ctx, "streams.*")
 	if err != nil {
 		return err
@@ -296,6 +335,9 @@ func (r *Registry) Watch(ctx context.Context, fn func(Change), bad func(key stri
 				return errors.New("registry watch closed")
 			}
 			if e == nil { // end of the initial values
+				if synced != nil {
+					synced()
+				}
 				continue
 			}
 			id := idFromKey(e.Key())
