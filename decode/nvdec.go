@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -116,6 +117,8 @@ type nvSession struct {
 	// unshare releases cuda.Shared while a parse holds it (nil outside
 	// parse calls); see share.
 	unshare func()
+	// counted: the session is in liveNVSessions.
+	counted bool
 }
 
 // share takes cuda.Shared for the session's CUDA work: a parse call's
@@ -191,14 +194,32 @@ func newNVSession(codec astiav.CodecID, device string, surfaces, delay int, log 
 		s.close()
 		return nil, err
 	}
+	liveNVSessions.Add(1)
+	s.counted = true
 	return s, nil
 }
+
+// liveNVSessions counts the direct NVDEC sessions open in the process.
+var liveNVSessions atomic.Int64
+
+// DirectNVDECSessions is the number of direct NVDEC sessions (decode.nvdec
+// direct) open in the process now, on any device. An engine that would
+// capture CUDA graphs beside them opens without graphs
+// (internal/engines): on the H200 on 2026-12-01 a capture while four
+// sessions decoded failed in cuDNN and left their copies failing with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+// (docs/h200-runs/2026-12-01-acceptance/gpu-tests.txt).
+func DirectNVDECSessions() int64 { return liveNVSessions.Load() }
 
 // close frees the session; frames still out keep their pool until they
 // are released. It is idempotent.
 func (s *nvSession) close() {
 	if s == nil || s.ctx == nil {
 		return
+	}
+	if s.counted {
+		liveNVSessions.Add(-1)
+		s.counted = false
 	}
 	unlock := cuda.Shared()
 	_ = s.dec.Close()

@@ -364,13 +364,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 			}
 			fmt.Fprintf(out, "          warm-up: %.1f s longer than --warmup: %s\n", p.StartWait.Seconds(), all)
 		}
-		var why []string
-		if p.P99 > o.Budget {
-			why = append(why, fmt.Sprintf("P99 %.1f ms over the %s budget", ms(p.P99), o.Budget))
-		}
-		if p.ProcessedFPS < 0.95*p.OfferedFPS || p.ProcessedFPS == 0 {
-			why = append(why, fmt.Sprintf("processed %.1f fps, under 95 %% of the %.1f offered", p.ProcessedFPS, p.OfferedFPS))
-		}
+		why := pointFails(p, o.Budget)
 		if len(why) > 0 {
 			fmt.Fprintf(out, "          fails: %s\n", strings.Join(why, "; "))
 			limited = true
@@ -642,4 +636,24 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// pointFails gives the reasons a bench --streams point fails (none: it
+// passes): P99 over budget; processed under 95 % of offered (decoded)
+// frames; offered under 95 % of what the streams send in real time
+// (SweepPoint.RealTimeFPS), since a paced source that falls behind starts
+// its schedule again rather than bursting (decode.Source), which lowers
+// offered as well as processed. 95 % is issue 16's acceptance rule.
+func pointFails(p SweepPoint, budget time.Duration) []string {
+	var why []string
+	if p.P99 > budget {
+		why = append(why, fmt.Sprintf("P99 %.1f ms over the %s budget", ms(p.P99), budget))
+	}
+	if p.ProcessedFPS < 0.95*p.OfferedFPS || p.ProcessedFPS == 0 {
+		why = append(why, fmt.Sprintf("processed %.1f fps, under 95 %% of the %.1f offered", p.ProcessedFPS, p.OfferedFPS))
+	}
+	if p.RealTimeFPS > 0 && p.OfferedFPS < 0.95*p.RealTimeFPS {
+		why = append(why, fmt.Sprintf("decoded %.1f fps, under 95 %% of the %.1f fps the streams send in real time", p.OfferedFPS, p.RealTimeFPS))
+	}
+	return why
 }

@@ -216,3 +216,25 @@ func TestWaitFirstFrames(t *testing.T) {
 	require.True(t, all)
 	require.GreaterOrEqual(t, waited, 100*time.Millisecond, "it waited for s1")
 }
+
+// A point passes only when its decoders keep up with real time too: the
+// H200 run of 2026-12-01 (docs/h200-runs/2026-12-01-acceptance) had 224
+// streams "pass" with 5,284.8 fps decoded of the 6,720 they send.
+func TestPointFails(t *testing.T) {
+	ok := SweepPoint{OfferedFPS: 3000, ProcessedFPS: 2990, RealTimeFPS: 3000, P99: 50 * time.Millisecond}
+	require.Empty(t, pointFails(ok, 100*time.Millisecond))
+	slow := ok
+	slow.OfferedFPS, slow.ProcessedFPS, slow.RealTimeFPS = 5284.8, 5270.5, 6720
+	why := pointFails(slow, 100*time.Millisecond)
+	require.Len(t, why, 1)
+	require.Contains(t, why[0], "under 95 % of the 6720.0 fps the streams send in real time")
+	late := ok
+	late.P99 = 101 * time.Millisecond
+	require.Contains(t, pointFails(late, 100*time.Millisecond)[0], "P99 101.0 ms over the 100ms budget")
+	lost := ok
+	lost.ProcessedFPS = 2000
+	require.Contains(t, pointFails(lost, 100*time.Millisecond)[0], "processed 2000.0 fps, under 95 % of the 3000.0 offered")
+	unknown := slow
+	unknown.RealTimeFPS = 0 // a source whose rate FFmpeg did not know
+	require.Empty(t, pointFails(unknown, 100*time.Millisecond))
+}

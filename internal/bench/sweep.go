@@ -68,6 +68,11 @@ type SweepPoint struct {
 	// the point was measured anyway.
 	StartWait  time.Duration
 	NotStarted bool
+	// RealTimeFPS is what the streams send in real time: the sum of their
+	// sources' average frame rates (decode.Info.FPS; 0 where unknown).
+	// OfferedFPS counts decoded frames, so decoders running slower than
+	// real time lower it too; the pass rule compares the two.
+	RealTimeFPS float64
 	// Breakdown says where frames went over the window: drops by
 	// reason@stage as shares of decoded frames; the mean wall time per
 	// processed frame in each stage (vigil_stage_latency_seconds, ms);
@@ -343,6 +348,11 @@ func sweepPoint(ctx context.Context, eng pipeline.Engine, batcher *pipeline.Batc
 	}
 	p := SweepPoint{Streams: n, OfferedFPS: decoded / el.Seconds(), ProcessedFPS: float64(processed) / el.Seconds(),
 		OnNVDEC: countSide(side, sideNVDEC), StartWait: waited, NotStarted: !allStarted}
+	for _, src := range srcs {
+		if info := src.Info(); info != nil {
+			p.RealTimeFPS += info.FPS
+		}
+	}
 	if decoded > 0 {
 		p.DropRatio = dropped / decoded
 	}

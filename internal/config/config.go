@@ -240,9 +240,11 @@ type Infer struct {
 	// on TensorRT it sets trt_fp16_enable). With fp16 each engine checks at
 	// start that its detections on a built-in frame agree with fp32's
 	// (IoU ≥ 0.9, score within 0.02) and runs fp32 with one log line if
-	// not. Empty: fp32 (docs/gpu.md says why). The CPU engine always runs
-	// fp32.
-	Precision string `yaml:"precision" default:"fp32"`
+	// not. Empty: fp16 on the GPU engine, the setting that took YOLOX-Nano
+	// past 10,000 images/s on an H200 with two instances (docs/gpu.md,
+	// docs/performance.md "Detector throughput"). The CPU engine always
+	// runs fp32.
+	Precision string `yaml:"precision" default:"fp16 (GPU engine)"`
 	// TF32 is deprecated: write precision: tf32. tf32: true with no
 	// precision is read as precision tf32, with a warning at start; beside
 	// another precision it is an error.
@@ -251,8 +253,10 @@ type Infer struct {
 	// device, each on its own CUDA stream with its own bound buffers and
 	// pinned slots, so that batches run on the GPU at once (one CUDA
 	// context: two processes on one GPU only time-slice). 0: the default,
-	// 1 (docs/gpu.md says why). 1 to 16; each costs its session's memory.
-	Instances int `yaml:"instances" default:"0 (1)"`
+	// 2 (with fp16: 9,950 images/s at batch 64 against 6,521 for one fp32
+	// instance on an H200, docs/performance.md). 1 to 16; each costs its
+	// session's memory.
+	Instances int `yaml:"instances" default:"0 (2)"`
 	// PreferNHWC asks the CUDA provider for channels-last convolutions
 	// (prefer_nhwc), with ORT inserting the layout transposes. Off by
 	// default: YOLOX-Nano ran about 20 % slower with it on the H200 (fp32, batch

@@ -46,14 +46,14 @@ func logEngine(log *zap.Logger, eng Detector, choice string, dev int) {
 
 // The GPU engine's defaults where the config leaves them unset. On the
 // H200 on 2026-12-01 (docs/performance.md, "Detector throughput";
-// docs/h200-runs/2026-12-01-engine) fp16 gave YOLOX-Nano 1.04x fp32's
-// images per second at batch 64, one instance, and several instances were
-// not measured (the build of that run failed them: ONNX Runtime's
-// per-thread CUDA graphs, fixed since): fp32 and one instance stay the
-// defaults until a run of this build measures them.
+// docs/h200-runs/2026-12-01-acceptance) YOLOX-Nano model-only at batch 64
+// ran 6,521 images/s in fp32 with one instance, 7,340 with two, and
+// 9,950 in fp16 with two (10,233 at batch 128): fp16 and two instances
+// are the defaults. fp16 checks its detections against fp32 at start and
+// falls back to fp32 with one line when they disagree.
 const (
-	DefaultPrecision = gpu.PrecisionFP32
-	DefaultInstances = 1
+	DefaultPrecision = gpu.PrecisionFP16
+	DefaultInstances = 2
 )
 
 // GPUSettings are the GPU engine's precision, instances and CUDA provider
@@ -122,13 +122,23 @@ func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Det
 			trt.TimingCacheDir = trt.EngineCacheDir
 		}
 		graph := (ic.CUDAGraph == nil || *ic.CUDAGraph) && GraphsWithDecode(e.cfg.Decode)
+		// A capture beside running direct NVDEC sessions failed on the
+		// H200 (decode.DirectNVDECSessions): an engine opened while they
+		// decode (a model first used after streams started) runs eagerly.
+		besideNVDEC := graph && decode.DirectNVDECSessions() > 0
+		if besideNVDEC {
+			graph = false
+		}
 		st := GPUSettingsOf(ic)
 		g, err := gpu.Open(gpu.Options{Name: m.Name, Path: m.File, Spec: m.Spec, Device: dev, Providers: chain, CUDAGraph: graph, Precision: st.Precision,
 			CacheDir: assets.CacheDir(), NHWC: st.NHWC, ConvAlgoSearch: st.ConvAlgoSearch, Instances: st.Instances,
 			TensorRT: trt, Slots: ic.Slots, Resizer: sc, OnBatch: e.observeGPU(m.Name)})
 		if err == nil {
 			choice := g.Choice()
-			if !graph && (ic.CUDAGraph == nil || *ic.CUDAGraph) {
+			switch {
+			case besideNVDEC:
+				choice += "; CUDA graphs off: the engine opened while direct NVDEC sessions decoded, and capturing beside them fails (docs/gpu.md)"
+			case !graph && (ic.CUDAGraph == nil || *ic.CUDAGraph):
 				choice += "; CUDA graphs off: they conflict with FFmpeg's NVDEC hwaccel (decode.nvdec: ffmpeg)"
 			}
 			return g, choice, nil
