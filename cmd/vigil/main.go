@@ -46,6 +46,7 @@ Usage:
   vigil shapes [flags]             each stream's resolution against its model's fixed input shape
   vigil doctor [flags]             health report from a running vigil's metrics
   vigil bench [flags]              measure decode, inference and pipeline speed
+  vigil model quantize [flags]     make a model's calibrated INT8 copy (infer.precision: int8)
   vigil check-config FILE          validate a config file and exit
   vigil version                    print version information
 
@@ -82,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdDoctor(rest, stdout, stderr)
 	case "shapes":
 		err = cmdShapes(rest, stdout, stderr)
+	case "model":
+		err = cmdModel(rest, stdout, stderr)
 	case "version", "--version":
 		printVersion(stdout)
 	case "help", "-h", "--help":

@@ -242,8 +242,14 @@ type Infer struct {
 	// (IoU ≥ 0.9, score within 0.02) and runs fp32 with one log line if
 	// not. Empty: fp16 on the GPU engine, the setting that took YOLOX-Nano
 	// past 10,000 images/s on an H200 with two instances (docs/gpu.md,
-	// docs/performance.md "Detector throughput"). The CPU engine always
-	// runs fp32.
+	// docs/performance.md "Detector throughput"). The CPU engine runs
+	// fp32, or with int8 the model's calibrated INT8 copy (static QDQ,
+	// made by `vigil model quantize --model NAME --calibrate CLIP` into the
+	// cache directory), after checking at start that its detections on two
+	// built-in frames agree with fp32's (the same count, each pair IoU ≥
+	// 0.9); without a copy, or when they disagree, it runs fp32 with one
+	// log line saying why. int8 takes the CPU engine: infer.provider must
+	// be auto or cpu (docs/performance.md, "INT8 on the CPU").
 	Precision string `yaml:"precision" default:"fp16 (GPU engine)"`
 	// TF32 is deprecated: write precision: tf32. tf32: true with no
 	// precision is read as precision tf32, with a warning at start; beside
@@ -862,8 +868,15 @@ func (c *Config) Validate() error {
 		if c.Infer.TF32 && c.Infer.Precision != "" && c.Infer.Precision != "tf32" {
 			p.add("infer.tf32", "deprecated, and precision is %s: remove tf32 (precision: tf32 replaces it)", c.Infer.Precision)
 		}
+	case "int8":
+		if c.Infer.Provider == "tensorrt" || c.Infer.Provider == "cuda" {
+			p.add("infer.precision", "int8 runs on the CPU engine: set infer.provider to auto or cpu (TensorRT's INT8 from the same QDQ file is not wired in)")
+		}
+		if c.Infer.TF32 {
+			p.add("infer.tf32", "deprecated, and precision is int8: remove tf32")
+		}
 	default:
-		p.add("infer.precision", "%q: want fp32, tf32 or fp16", c.Infer.Precision)
+		p.add("infer.precision", "%q: want fp32, tf32, fp16 or int8", c.Infer.Precision)
 	}
 	if c.Infer.Instances < 0 || c.Infer.Instances > 16 {
 		p.add("infer.instances", "%d: want 0 (the default) or 1 to 16", c.Infer.Instances)

@@ -14,6 +14,7 @@ import (
 	"github.com/vigil-video/vigil/internal/assets"
 	"github.com/vigil-video/vigil/internal/cli"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/quantize"
 )
 
 // OpenRuntime loads ONNX Runtime from infer.ort_library, for the CPU
@@ -114,7 +115,7 @@ func GPUChain(p string) []ortdev.Provider {
 func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Detector, string, error) {
 	ic := e.cfg.Infer
 	var gpuErr error
-	if chain := GPUChain(ic.Provider); chain != nil {
+	if chain := GPUChain(ic.Provider); chain != nil && ic.Precision != "int8" {
 		trt := ortdev.TensorRTOptions{FP16: ic.TensorRT.FP16, INT8: ic.TensorRT.INT8,
 			INT8CalibrationTable: ic.TensorRT.INT8CalibrationTable, EngineCacheDir: ic.TensorRT.EngineCacheDir,
 			TimingCacheDir: ic.TensorRT.TimingCacheDir}
@@ -148,17 +149,26 @@ func (e *Pool) open(m infer.Model, pool string, dev int, sc *decode.Scaler) (Det
 		}
 		gpuErr = err
 	}
-	eng, err := infer.Open(infer.Options{
+	o := infer.Options{
 		Name: m.Name, Path: m.File, Spec: m.Spec, IntraOpThreads: ic.IntraOpThreads, Resizer: sc,
 		// A pool's instance serves few streams and idles between frames.
 		NoSpin: pool != "",
-	})
+	}
+	eng, err := infer.Open(o)
 	if err != nil {
 		return nil, "", cli.BadInput(err)
 	}
 	choice := "execution provider cpu (infer.provider: cpu)"
 	if gpuErr != nil {
 		choice = "execution provider cpu (GPU engine unavailable: " + cli.OneLine(gpuErr.Error()) + ")"
+	}
+	if ic.Precision == "int8" {
+		choice = "execution provider cpu (infer.precision: int8)"
+		q, note, err := quantize.Open(o, eng, assets.CacheDir(), m.Name)
+		if err != nil {
+			note += ": " + cli.OneLine(err.Error())
+		}
+		return q, choice + ", " + note, nil
 	}
 	return eng, choice, nil
 }
