@@ -27,6 +27,8 @@ type benchFlags struct {
 	engine                  bench.EngineOptions // --source, --model, --duration
 	config                  string
 	sweep, streams, gpu     bool
+	int8                    bool
+	calibrate               string
 	maxStreams, step, start int
 	budgetMS                int
 	each, warmup, ceiling   time.Duration
@@ -42,7 +44,7 @@ type benchFlags struct {
 
 // newBenchFlags declares the flags of every mode on one flag set.
 func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] [--precisions fp32,fp16] [--instances 1,2] [--nhwc false,true] [--conv-search S] [--graph-only] [--model-only] [--agree N --agree-sources A,B] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] [--precisions fp32,fp16] [--instances 1,2] [--nhwc false,true] [--conv-search S] [--graph-only] [--model-only] [--agree N --agree-sources A,B] | bench --int8 [--models A,B] [--calibrate CLIP] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
 	f := &benchFlags{}
 	fs.StringVar(&f.engine.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&f.engine.Model, "model", "blazeface", "model name or .onnx path")
@@ -60,7 +62,7 @@ func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
 	fs.DurationVar(&f.ceiling, "ceiling", 10*time.Second, "streams: how long each decode-only and engine ceiling runs, more than 3s (the first 2s are start-up, not counted); 0 skips the ceilings")
 	fs.StringVar(&f.ffmpeg, "ffmpeg", "", "streams: also measure this ffmpeg CLI's decode-only ceilings, for comparison with runs before vigil measured its own (bin/ffmpeg-static on GPU machines); empty: not measured")
 	fs.BoolVar(&f.gpu, "gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
-	fs.StringVar(&f.models, "models", "", "gpu: comma-separated model names or .onnx paths (default: --model)")
+	fs.StringVar(&f.models, "models", "", "gpu, int8: comma-separated model names or .onnx paths (default: --model)")
 	fs.StringVar(&f.batches, "batches", "1,8,32", "gpu: comma-separated batch sizes (batch N uses <model>.b<N>.onnx)")
 	fs.StringVar(&f.precisions, "precisions", "fp32", "gpu: comma-separated precisions to sweep (fp32, tf32, fp16)")
 	fs.StringVar(&f.instances, "instances", "1", "gpu: comma-separated engine instances per model to sweep (sessions on their own CUDA streams)")
@@ -70,6 +72,8 @@ func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
 	fs.BoolVar(&f.skipFull, "model-only", false, "gpu: model-only figures only (no full engine path)")
 	fs.IntVar(&f.agree, "agree", 0, "gpu: compare each precision but fp32 against fp32 on this many frames of each --agree-sources file")
 	fs.StringVar(&f.agreeSources, "agree-sources", "", "gpu: comma-separated video files for --agree (default: --source)")
+	fs.BoolVar(&f.int8, "int8", false, "INT8 against fp32 instead: the engine benchmark on each model of --models (default blazeface,yolox-nano) and on its INT8 copy (vigil model quantize), in one run, with the ratios and the CPU's INT8 flags")
+	fs.StringVar(&f.calibrate, "calibrate", "", "int8: quantise a model that has no INT8 copy yet on this clip first")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	return fs, f
 }
@@ -101,6 +105,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if f.warmup <= 0 {
 		return &cli.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", f.warmup)}
 	}
+	if f.int8 && (f.gpu || f.sweep || f.streams) {
+		return &cli.BadInputError{Err: errors.New("--int8, --streams, --gpu and --sweep are separate benchmarks; give one")}
+	}
+	if set["calibrate"] && !f.int8 {
+		return &cli.BadInputError{Err: errors.New("--calibrate applies to --int8 only")}
+	}
 	if f.streams && (f.gpu || f.sweep) {
 		return &cli.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
 	}
@@ -112,6 +122,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		defer stopProfile()
 	}
 	switch {
+	case f.int8:
+		return benchINT8(f, stdout, stderr)
 	case f.streams:
 		return benchStreams(f, stdout, stderr)
 	case f.gpu && f.sweep:
@@ -122,6 +134,24 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return benchSweep(f, stdout, stderr)
 	}
 	return benchEngine(f, stdout, stderr)
+}
+
+// benchINT8 is vigil bench --int8.
+func benchINT8(f *benchFlags, stdout, stderr io.Writer) error {
+	if f.engine.Duration <= 0 {
+		return &cli.BadInputError{Err: fmt.Errorf("--duration %s: must be positive", f.engine.Duration)}
+	}
+	var models []string
+	if f.models != "" {
+		models = strings.Split(f.models, ",")
+	}
+	c, log, ctx, stop, err := toolSetup(f.config, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	_, err = bench.INT8(ctx, c, f.engine, models, f.calibrate, log, stdout)
+	return cli.Interrupted(ctx, err, "before the INT8 bench finished; its figures are incomplete")
 }
 
 // benchStreams is vigil bench --streams.
