@@ -83,11 +83,13 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 		{"decode: {cpu_pixel_rate: 2000000, cpu_fps: 100}\n", "decode.cpu_fps: deprecated, and decode.cpu_pixel_rate is set too: keep decode.cpu_pixel_rate only"},
 		{"decode: {reweigh_interval: 10ms}\n", "decode.reweigh_interval: 10ms: want 0s (never) or at least 100ms"},
 		{"decode: {hw_surfaces: 0}\n", "decode.hw_surfaces: 0: want 1 to 64"},
-		{"infer: {precision: int8}\n", `infer.precision: "int8": want fp32, tf32 or fp16`},
 		{"infer: {tf32: true, precision: fp16}\n", "infer.tf32: deprecated, and precision is fp16"},
 		{"infer: {instances: 17}\n", "infer.instances: 17: want 0 (the default) or 1 to 16"},
 		{"infer: {cudnn_conv_algo_search: fastest}\n", `infer.cudnn_conv_algo_search: "fastest"`},
 		{"infer: {batch_sizes: [1, 256]}\n", "infer.batch_sizes: 256: want 1 to 128"},
+		{"infer: {precision: int4}\n", `infer.precision: "int4": want fp32, tf32, fp16 or int8`},
+		{"infer: {precision: int8, provider: tensorrt}\n", "infer.precision: int8 runs on the CPU engine: set infer.provider to auto or cpu"},
+		{"infer: {tf32: true, precision: int8}\n", "infer.tf32: deprecated, and precision is int8"},
 	} {
 		_, err := Parse([]byte(tc.yaml), "c.yaml")
 		require.Error(t, err, tc.yaml)
