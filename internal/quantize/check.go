@@ -9,19 +9,17 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
-// The built-in frames Open checks an INT8 copy on: frame 300 of OpenCV's
-// vtest.avi (768x576, people walking; the frame infer/gpu's fp16 check
-// uses) and frame 150 of OpenCV's Megamind.avi (720x528, faces). Both
-// clips are OpenCV samples (BSD licence, see internal/assets).
-var (
-	//go:embed builtin_street.jpg
-	builtinStreet []byte
-	//go:embed builtin_faces.jpg
-	builtinFaces []byte
-)
+// builtinFaces is frame 150 of OpenCV's Megamind.avi (720x528, faces;
+// BSD licence, see internal/assets), the second frame Open checks an INT8
+// copy on; the first is infer/gpu's built-in frame (vtest.avi frame 300,
+// people), which the GPU engine's fp16 check uses.
+//
+//go:embed builtin_faces.jpg
+var builtinFaces []byte
 
 // AgreeIoU is the overlap each fp32 detection of a built-in frame must
 // have with an INT8 one of the same class: infer.MatchIoU, vigil's rule
@@ -30,22 +28,20 @@ var (
 // infer.MatchScore without moving the boxes.
 const AgreeIoU = infer.MatchIoU
 
-// BuiltinFrames decodes the built-in frames through FFmpeg; the caller
-// releases them. Errors: FFmpeg's, or a temporary file that cannot be
-// written.
+// BuiltinFrames decodes the built-in frames (people, then faces) through
+// FFmpeg; the caller releases them. Errors: FFmpeg's, or a temporary file
+// that cannot be written.
 func BuiltinFrames() ([]pipeline.Image, error) {
-	var out []pipeline.Image
-	for _, b := range [][]byte{builtinStreet, builtinFaces} {
-		img, err := decodeJPEG(b)
-		if err != nil {
-			for _, o := range out {
-				o.Release()
-			}
-			return nil, err
-		}
-		out = append(out, img)
+	street, err := gpu.BuiltinFrame()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	faces, err := decodeJPEG(builtinFaces)
+	if err != nil {
+		street.Release()
+		return nil, err
+	}
+	return []pipeline.Image{street, faces}, nil
 }
 
 func decodeJPEG(b []byte) (pipeline.Image, error) {
