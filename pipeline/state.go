@@ -84,16 +84,16 @@ type Status struct {
 	codec      string
 	epoch      string
 	in, out    rateMeter
-	buffered   rateMeter    // of out: results the sink held (NATS down)
-	drops      rateMeter    // frames dropped (faults)
-	skips      rateMeter    // frames skipped by policy
-	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
-	light      atomic.Bool  // run StreamConfig.Light (the governor's first step)
+	buffered   rateMeter   // of out: results the sink held (NATS down)
+	drops      rateMeter   // frames dropped (faults)
+	skips      rateMeter   // frames skipped by policy
+	degraded   atomic.Bool // serve DegradedFPS only (the governor's switch)
+	light      atomic.Bool // run StreamConfig.Light (the governor's first step)
 	// model and lightModel name the stream's engines (StreamConfig.Engine
 	// and Light; "" without one), set when it starts.
 	model, lightModel string
-	queueDepth atomic.Int64 // frames in the stream's queue
-	reorder    atomic.Int64 // reorder delay, ns
+	queueDepth        atomic.Int64 // frames in the stream's queue
+	reorder           atomic.Int64 // reorder delay, ns
 	// Not yet reported in an alert (see TakeAlert).
 	pendingDrops  map[DropReason]int
 	pendingMisses int

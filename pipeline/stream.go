@@ -218,7 +218,7 @@ type stream struct {
 	// base is the route of StreamConfig's Engine, Gate and Batcher; the
 	// worker takes it or StreamConfig.Light per frame (route).
 	base Route
-	got   bool // the current connection delivered a frame (ingest goroutine only)
+	got  bool // the current connection delivered a frame (ingest goroutine only)
 	// clean: the current connection delivered a frame that is not
 	// Frame.Corrupt (ingest goroutine only); see SkipBeforeKeyframe.
 	clean bool
