@@ -1224,6 +1224,15 @@ func (c *Config) DegradeTo(ref string) string {
 	return ""
 }
 
+// ModelName is model reference ref with "" read as
+// pipeline.default_model, for messages.
+func (c *Config) ModelName(ref string) string {
+	if ref == "" {
+		return c.Pipeline.DefaultModel
+	}
+	return ref
+}
+
 // ResolveModel turns a stream's model reference (a configured name, a
 // built-in name or an .onnx path) into a Model whose File is a path.
 func (c *Config) ResolveModel(ref string) (infer.Model, error) {
