@@ -269,6 +269,11 @@ func (s *Status) Degraded() bool { return s.degraded.Load() }
 // (StreamConfig.Light; without one the switch has no effect).
 func (s *Status) Light() bool { return s.light.Load() }
 
+// SetLight switches the stream to (or back from) its lighter model, from
+// the next frame its worker takes; it reports whether that changed the
+// switch. Supervisor.SetLight is the same for a supervised stream.
+func (s *Status) SetLight(on bool) bool { return s.light.Swap(on) != on }
+
 // Fail puts a stream that could not even start (e.g. its model failed to
 // load) into the failed state with reason.
 func (s *Status) Fail(reason string) { s.set(StateFailed, reason) }

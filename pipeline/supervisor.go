@@ -142,7 +142,7 @@ func (s *Supervisor) SetLight(id string, on bool) bool {
 	s.mu.Lock()
 	sv := s.streams[id]
 	s.mu.Unlock()
-	return sv != nil && sv.status.light.Swap(on) != on
+	return sv != nil && sv.status.SetLight(on)
 }
 
 // QueueDepth returns the frames waiting in every stream's queue.
