@@ -506,6 +506,7 @@ func (s *service) governorLoop(ctx context.Context) {
 			if level < was {
 				reason = fmt.Sprintf("queue depth %d at or below %d for %s", depth, s.gov.Threshold/2, s.gov.ReleaseAfter)
 			}
+			reason += fmt.Sprintf(": degradation level %d of %d", level, s.gov.Steps)
 			msg := "degradation released"
 			switch {
 			case level > was:
