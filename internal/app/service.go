@@ -129,6 +129,9 @@ func (s *service) reconcile(ch registry.Change) {
 // forget drops what the service keeps of a stream that stopped for good
 // (removed or disabled): its metrics, progress numbers and analyzer.
 func (s *service) forget(id string) {
+	s.mu.Lock()
+	delete(s.onLight, id) // its status is gone: a new start is on its own model
+	s.mu.Unlock()
 	s.stats.Remove(id)
 	s.metrics.Forget(id)
 	s.faults.Forget(id)
