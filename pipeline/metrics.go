@@ -105,6 +105,15 @@ type Metrics struct {
 	// Degraded is 1 while a low-priority stream runs at its degraded rate:
 	// vigil_stream_degraded{stream}.
 	Degraded *prometheus.GaugeVec
+	// ModelSwitches counts a stream's switches between its model and the
+	// model's lighter degrade_to model under sustained load, both ways:
+	// vigil_model_switches_total{stream,from,to} (model names: bounded by
+	// the configured models).
+	ModelSwitches *prometheus.CounterVec
+	// ActiveModel is 1 for the model a stream's detections come from now
+	// and 0 for its other one (its degrade_to model, or its own while
+	// switched): vigil_stream_model{stream,model}.
+	ActiveModel *prometheus.GaugeVec
 	// PTSDiscontinuities counts the frames that started a new source
 	// timeline (Frame.Discontinuity: a timestamp reset or jump, a
 	// reconnect): vigil_pts_discontinuities_total{stream}.
@@ -183,6 +192,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vigil_stream_degraded", Help: "1 while a low-priority stream is switched to its degraded frame rate under sustained load.",
 	}, []string{"stream"})
+	m.ModelSwitches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_model_switches_total", Help: "Switches of a stream between its model and the model's lighter degrade_to model under sustained load, both ways.",
+	}, []string{"stream", "from", "to"})
+	m.ActiveModel = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vigil_stream_model", Help: "1 for the model a stream's detections come from now, 0 for its other one (its degrade_to model, or its own while switched to that).",
+	}, []string{"stream", "model"})
 	m.PTSDiscontinuities = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_pts_discontinuities_total", Help: "Frames that started a new source timeline: a timestamp reset or jump, or a reconnect.",
 	}, []string{"stream"})
@@ -213,7 +228,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.000001, 2, 18),
 	}, []string{"model", "batch"})
 	if reg != nil {
-		reg.MustRegister(m.PTSDiscontinuities)
+		reg.MustRegister(m.PTSDiscontinuities, m.ModelSwitches, m.ActiveModel)
 		reg.MustRegister(m.Decoded, m.Processed, m.Dropped, m.Skipped, m.Detections, m.Latency, m.QueueDepth, m.BudgetMisses, m.Up, m.StreamState, m.Degraded,
 			m.TotalQueue, m.BatchSize, m.BatchWait, m.EngineBatch, m.BatchLate, m.GPUStage, m.GPULaunch)
 	}
@@ -236,6 +251,8 @@ func (m *Metrics) Forget(stream string) {
 	m.StreamState.DeletePartialMatch(l)
 	m.Degraded.DeletePartialMatch(l)
 	m.PTSDiscontinuities.DeletePartialMatch(l)
+	m.ModelSwitches.DeletePartialMatch(l)
+	m.ActiveModel.DeletePartialMatch(l)
 }
 
 // lifecycle lists the states of vigil_stream_state, in the order of

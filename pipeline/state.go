@@ -25,13 +25,16 @@ const (
 )
 
 // Event types that are not states: a low-priority stream switched to its
-// degraded frame rate under sustained load, and back; and a stream whose
-// reorder delay (B-frames, StatusSnapshot.ReorderDelayMS) is more than half
-// its latency budget, announced once per run of the stream.
+// degraded frame rate under sustained load, and back; a stream switched
+// from its model to the model's lighter degrade_to model under sustained
+// load, or back (Event.From and To name them); and a stream whose reorder
+// delay (B-frames, StatusSnapshot.ReorderDelayMS) is more than half its
+// latency budget, announced once per run of the stream.
 const (
-	EventDegraded     State = "degraded"
-	EventRestored     State = "restored"
-	EventReorderDelay State = "reorder_delay"
+	EventDegraded      State = "degraded"
+	EventRestored      State = "restored"
+	EventModelSwitched State = "model_switched"
+	EventReorderDelay  State = "reorder_delay"
 )
 
 // Event is a lifecycle event, published as JSON to vigil.<stream_id>.events.
@@ -41,13 +44,17 @@ type Event struct {
 	// empty for events about the stream as a whole (degraded, restored).
 	Epoch string `json:"epoch,omitempty"`
 	// Type is the state entered (starting, running, reconnecting, failed,
-	// stopped), or degraded / restored.
+	// stopped), or degraded / restored / model_switched / reorder_delay.
 	Type State     `json:"type"`
 	Time time.Time `json:"time"`
 	// Reason says why (an error, with credentials redacted by the source).
 	Reason string `json:"reason,omitempty"`
 	// Attempt counts connection attempts since the stream last ran.
 	Attempt int `json:"attempt,omitempty"`
+	// From and To name the models of a model_switched event: the model
+	// the stream's detections came from, and the one they come from next.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
 }
 
 // PanicError is a panic recovered inside one stream (its source, engine or
@@ -77,12 +84,16 @@ type Status struct {
 	codec      string
 	epoch      string
 	in, out    rateMeter
-	buffered   rateMeter    // of out: results the sink held (NATS down)
-	drops      rateMeter    // frames dropped (faults)
-	skips      rateMeter    // frames skipped by policy
-	degraded   atomic.Bool  // serve DegradedFPS only (the governor's switch)
-	queueDepth atomic.Int64 // frames in the stream's queue
-	reorder    atomic.Int64 // reorder delay, ns
+	buffered   rateMeter   // of out: results the sink held (NATS down)
+	drops      rateMeter   // frames dropped (faults)
+	skips      rateMeter   // frames skipped by policy
+	degraded   atomic.Bool // serve DegradedFPS only (the governor's switch)
+	light      atomic.Bool // run StreamConfig.Light (the governor's first step)
+	// model and lightModel name the stream's engines (StreamConfig.Engine
+	// and Light; "" without one), set when it starts.
+	model, lightModel string
+	queueDepth        atomic.Int64 // frames in the stream's queue
+	reorder           atomic.Int64 // reorder delay, ns
 	// Not yet reported in an alert (see TakeAlert).
 	pendingDrops  map[DropReason]int
 	pendingMisses int
@@ -125,6 +136,13 @@ type StatusSnapshot struct {
 	Codec         string    `json:"codec,omitempty"`
 	// Degraded: switched to a lower frame rate under sustained load.
 	Degraded bool `json:"degraded,omitempty"`
+	// Model is the model the stream's detections come from now: its own,
+	// or its model's degrade_to while switched to it under sustained load
+	// (LightModel). Empty before the stream first started.
+	Model string `json:"model,omitempty"`
+	// LightModel: switched to its model's lighter degrade_to model under
+	// sustained load.
+	LightModel bool `json:"light_model,omitempty"`
 	// ReorderDelayMS is the stream's reorder delay in ms, measured on its
 	// current connection: how long its decoder inherently holds frames
 	// (B-frames); latency budgets start after it. Absent (0) for streams
@@ -140,13 +158,17 @@ func (s *Status) Snapshot() StatusSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	return StatusSnapshot{
+	snap := StatusSnapshot{
 		State: s.state, Since: s.since, Epoch: s.epoch, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
 		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now), FPSSkipped: s.skips.rate(now),
 		LastFrame: s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
 		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
-		ReorderDelayMS: float64(s.reorder.Load()) / 1e6,
+		ReorderDelayMS: float64(s.reorder.Load()) / 1e6, Model: s.model,
 	}
+	if s.lightModel != "" && s.light.Load() {
+		snap.Model, snap.LightModel = s.lightModel, true
+	}
+	return snap
 }
 
 // CurrentError is LastError while the stream is reconnecting or failed
@@ -174,6 +196,12 @@ func (s *Status) set(st State, reason string) bool {
 	}
 	s.state, s.since = st, time.Now()
 	return true
+}
+
+func (s *Status) setModels(model, light string) {
+	s.mu.Lock()
+	s.model, s.lightModel = model, light
+	s.mu.Unlock()
 }
 
 func (s *Status) setEpoch(e string) {
@@ -236,6 +264,15 @@ func (s *Status) TakeAlert() (drops map[DropReason]int, misses int) {
 
 // Degraded reports whether the stream is switched to its degraded rate.
 func (s *Status) Degraded() bool { return s.degraded.Load() }
+
+// Light reports whether the stream is switched to its lighter model
+// (StreamConfig.Light; without one the switch has no effect).
+func (s *Status) Light() bool { return s.light.Load() }
+
+// SetLight switches the stream to (or back from) its lighter model, from
+// the next frame its worker takes; it reports whether that changed the
+// switch. Supervisor.SetLight is the same for a supervised stream.
+func (s *Status) SetLight(on bool) bool { return s.light.Swap(on) != on }
 
 // Fail puts a stream that could not even start (e.g. its model failed to
 // load) into the failed state with reason.

@@ -56,6 +56,13 @@ type StreamConfig struct {
 	// serves frames earliest deadline first and refuses, at the moment a
 	// frame would start, one that can no longer make its deadline.
 	Gate *Gate
+	// Light, when set, is the lighter model (a model's degrade_to) that
+	// the stream runs instead of Engine while Status.SetLight is on: the
+	// governor's first step under sustained load. The switch applies from
+	// the next frame the worker takes; the source, queue, analytics and
+	// epoch go on, so track ids do not reset, and each Result names the
+	// model that produced it.
+	Light *Route
 	// StaleAfter (live sources; default 2 s, negative disables) drops
 	// frames that arrive more than this far behind the stream's timeline,
 	// judged by arrival − PTS against its minimum on this connection. A
@@ -88,6 +95,15 @@ type StreamConfig struct {
 	OnEvent func(Event)
 }
 
+// Route is an engine and the way frames reach it: through Batcher when
+// set, else through Gate when set, else by calling Engine directly (as
+// StreamConfig's fields of those names).
+type Route struct {
+	Engine  Engine
+	Gate    *Gate
+	Batcher *Batcher
+}
+
 // codecNamer is implemented by sources that know their codec (decode).
 type codecNamer interface{ Codec() string }
 
@@ -101,6 +117,9 @@ type codecNamer interface{ Codec() string }
 func RunStream(ctx context.Context, c StreamConfig) error {
 	if c.Source == nil || c.Engine == nil || c.Sink == nil {
 		return fmt.Errorf("pipeline: stream %q: source, engine and sink are required", c.ID)
+	}
+	if c.Light != nil && c.Light.Engine == nil {
+		return fmt.Errorf("pipeline: stream %q: the light route has no engine", c.ID)
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = 4
@@ -133,9 +152,15 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 		c.Epoch = NewEpoch()
 	}
 	c.Status.setEpoch(c.Epoch)
+	if c.Light != nil {
+		c.Status.setModels(c.Engine.Model(), c.Light.Engine.Model())
+	} else {
+		c.Status.setModels(c.Engine.Model(), "")
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger, ctx: ctx}
+	s := &stream{c: c, q: NewQueue(c.QueueSize), m: c.Metrics.forStream(c.ID), log: c.Logger, ctx: ctx,
+		base: Route{Engine: c.Engine, Gate: c.Gate, Batcher: c.Batcher}}
 	s.m.status = c.Status
 	if c.FPSLimit > 0 {
 		s.admit = rate.NewLimiter(rate.Limit(c.FPSLimit), max(c.FPSBurst, 1))
@@ -190,7 +215,10 @@ type stream struct {
 	log   *zap.Logger
 	ctx   context.Context
 	codec func() string
-	got   bool // the current connection delivered a frame (ingest goroutine only)
+	// base is the route of StreamConfig's Engine, Gate and Batcher; the
+	// worker takes it or StreamConfig.Light per frame (route).
+	base Route
+	got  bool // the current connection delivered a frame (ingest goroutine only)
 	// clean: the current connection delivered a frame that is not
 	// Frame.Corrupt (ingest goroutine only); see SkipBeforeKeyframe.
 	clean bool
@@ -383,18 +411,28 @@ func (s *stream) emit(f *Frame) {
 // so a stream that drops everything is not stuck with a stale estimate.
 // Zero before any cost is measured.
 func (s *stream) predict(n int) time.Duration {
-	if s.c.Batcher != nil {
-		waiting, per := s.c.Batcher.Load()
+	r := s.route()
+	if r.Batcher != nil {
+		waiting, per := r.Batcher.Load()
 		return time.Duration(waiting+n)*per + s.publish.Get()
 	}
-	if s.c.Gate != nil {
-		waiting, per := s.c.Gate.Load()
+	if r.Gate != nil {
+		waiting, per := r.Gate.Load()
 		return time.Duration(waiting+n)*per + s.publish.Get()
 	}
 	if stale(&s.lastServe, time.Now()) {
 		return 0
 	}
 	return time.Duration(n)*s.service.Get() + s.publish.Get()
+}
+
+// route is the route frames take now: StreamConfig.Light while the
+// status says so (Status.SetLight), else the stream's own.
+func (s *stream) route() *Route {
+	if s.c.Light != nil && s.c.Status.light.Load() {
+		return s.c.Light
+	}
+	return &s.base
 }
 
 // late reports whether f, needing rest more time, would miss its deadline
@@ -432,10 +470,18 @@ func (s *stream) work(ctx context.Context) {
 	var res Result
 	var dets []Detection
 	var errLog rateLimited
+	last, remeasure := &s.base, false
 	for {
 		f, ok := s.q.Pop(ctx)
 		if !ok {
 			return
+		}
+		r := s.route()
+		if r != last {
+			// The other model costs another time per frame: the direct
+			// path's estimate starts again from its first frame (a gate
+			// or batcher keeps its own, per engine).
+			last, remeasure = r, true
 		}
 		s.m.queueDepth.Set(float64(s.q.Len()))
 		s.c.Status.queueDepth.Store(int64(s.q.Len()))
@@ -450,8 +496,8 @@ func (s *stream) work(ctx context.Context) {
 			deadline = s.deadline(f)
 		}
 		var err error
-		if s.c.Batcher != nil {
-			dets, err = s.c.Batcher.Do(ctx, deadline, f.Image, &st, dets[:0])
+		if r.Batcher != nil {
+			dets, err = r.Batcher.Do(ctx, deadline, f.Image, &st, dets[:0])
 			if errors.Is(err, ErrLate) {
 				f.Image.Release()
 				s.dropped(StageQueue, DropDeadline)
@@ -461,11 +507,11 @@ func (s *stream) work(ctx context.Context) {
 				f.Image.Release()
 				return
 			}
-		} else if s.c.Gate != nil {
+		} else if r.Gate != nil {
 			tq := time.Now()
-			gerr := s.c.Gate.Do(ctx, deadline, s.publish.Get(), func() {
+			gerr := r.Gate.Do(ctx, deadline, s.publish.Get(), func() {
 				st.Queue += time.Since(tq) // waiting for the shared engine
-				dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
+				dets, err = r.Engine.Detect(f.Image, &st, dets[:0])
 			})
 			if gerr != nil {
 				f.Image.Release()
@@ -477,8 +523,9 @@ func (s *stream) work(ctx context.Context) {
 			}
 		} else {
 			t0 := time.Now()
-			wasStale := stale(&s.lastServe, t0)
-			dets, err = s.c.Engine.Detect(f.Image, &st, dets[:0])
+			wasStale := stale(&s.lastServe, t0) || remeasure
+			remeasure = false
+			dets, err = r.Engine.Detect(f.Image, &st, dets[:0])
 			if wasStale {
 				s.service.Reset(time.Since(t0))
 			} else {
@@ -495,7 +542,7 @@ func (s *stream) work(ctx context.Context) {
 		}
 		res = Result{
 			StreamID: s.c.ID, Epoch: s.c.Epoch, Labels: s.c.Labels, Seq: f.Seq, PTS: f.PTS, Keyframe: f.Keyframe, Corrupt: f.Corrupt,
-			Capture: f.Arrival, Width: w, Height: h, Model: s.c.Engine.Model(),
+			Capture: f.Arrival, Width: w, Height: h, Model: r.Engine.Model(),
 			Detections: dets, Stages: st, Budget: s.c.Budget, ReorderWait: f.wait,
 			DroppedSinceLast: int(s.sinceLast.Swap(0)), SkippedSinceLast: int(s.skippedSince.Swap(0)),
 			Discontinuity: s.breaks.upTo(f.Seq),

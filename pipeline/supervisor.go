@@ -135,6 +135,16 @@ func (s *Supervisor) SetDegraded(id string, on bool) bool {
 	return sv != nil && sv.status.degraded.Swap(on) != on
 }
 
+// SetLight switches stream id to (or back from) its lighter model
+// (StreamConfig.Light; without one the flag is kept but changes nothing);
+// it reports whether that changed anything.
+func (s *Supervisor) SetLight(id string, on bool) bool {
+	s.mu.Lock()
+	sv := s.streams[id]
+	s.mu.Unlock()
+	return sv != nil && sv.status.SetLight(on)
+}
+
 // QueueDepth returns the frames waiting in every stream's queue.
 func (s *Supervisor) QueueDepth() int {
 	s.mu.Lock()

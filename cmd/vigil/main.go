@@ -343,8 +343,11 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// The classes of streams' analytics are the models' own, which only
-	// the model files say.
+	// the model files say; so are a degrade_to model's loading and batch.
 	if err := engines.CheckClasses(&c); err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	if err := engines.CheckDegrade(&c); err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	for _, d := range c.Deprecations() { // valid, but say what to write instead

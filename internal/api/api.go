@@ -49,6 +49,11 @@ type Options struct {
 	// the classes of a spec's analytics are checked against
 	// (registry.Spec.CheckClasses); nil: classes are not checked.
 	Labels func(model string) ([]string, error)
+	// Classes, when set, checks the classes of a spec's analytics instead
+	// of Labels: against its model's class names and, for a stream that
+	// may switch to its model's lighter degrade_to model, that model's
+	// too (engines.StreamClasses).
+	Classes func(sp registry.Spec) *registry.FieldError
 	// NATS, when set, returns the state of the NATS connection that the
 	// registry (and every message vigil publishes) goes through. While it
 	// is down, reads answer from Known and writes fail at once (503).
@@ -383,7 +388,12 @@ func (s *Server) validate(sp *registry.Spec) error {
 	if err := sp.Validate(s.o.CheckModel); err != nil {
 		return err
 	}
-	if s.o.Labels != nil {
+	switch {
+	case s.o.Classes != nil:
+		if fe := s.o.Classes(*sp); fe != nil {
+			return fe
+		}
+	case s.o.Labels != nil:
 		if fe := sp.CheckClasses(s.o.Labels); fe != nil {
 			return fe
 		}

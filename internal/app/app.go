@@ -76,6 +76,9 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if err := engines.CheckClasses(&c); err != nil {
 		return err
 	}
+	if err := engines.CheckDegrade(&c); err != nil {
+		return err
+	}
 	engs := engines.New(&c)
 	defer engs.CloseLogging(log) // last: the streams using them have stopped
 	devices, err := engines.PlacementDevices(&c)
@@ -236,12 +239,12 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
 		decoders: engines.NewDecodePlacer(&c, len(devices)), reweigher: engines.NewReweigher(), known: map[string]registry.Entry{},
 		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{},
-		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
+		priorities: map[string]string{}, degraded: map[string]bool{}, models: map[string]string{}, lights: map[string]string{}, onLight: map[string]string{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
-			Labels: func(m string) ([]string, error) { return engines.Labels(&c, m) },
-			Logger: log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready}).Handler()
+			Classes: func(sp registry.Spec) *registry.FieldError { return engines.StreamClasses(&c, sp) },
+			Logger:  log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)

@@ -18,7 +18,7 @@ import (
 
 // eventLine matches the log line publishEvent writes for every event it
 // publishes (one per lifecycle event).
-var eventLine = regexp.MustCompile(`"msg":"stream (starting|running|reconnecting|failed|stopped|degraded|restored)"`)
+var eventLine = regexp.MustCompile(`"msg":"stream (starting|running|reconnecting|failed|stopped|degraded|restored|model_switched)"`)
 
 // A JetStream stream with de-duplication (the 2-minute default window)
 // capturing vigil's subjects keeps every message of two consecutive vigil

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/decode"
@@ -72,7 +73,13 @@ type service struct {
 	known      map[string]registry.Entry // the registry as last read, for the API while NATS is down
 	priorities map[string]string         // stream id -> priority, for degradation
 	degraded   map[string]bool           // streams switched to their degraded rate
-	gov        *pipeline.Governor
+	// models is each stream's model name, and lights the lighter model of
+	// those that switch to one under load (engines.Light); onLight the
+	// lighter model of the streams switched to it now.
+	models  map[string]string
+	lights  map[string]string
+	onLight map[string]string
+	gov     *pipeline.Governor
 }
 
 // reconcile applies one registry change; it runs on the watch goroutine,
@@ -85,6 +92,9 @@ func (s *service) reconcile(ch registry.Change) {
 		delete(s.known, ch.ID)
 		delete(s.priorities, ch.ID)
 		delete(s.degraded, ch.ID)
+		delete(s.models, ch.ID)
+		delete(s.lights, ch.ID)
+		delete(s.onLight, ch.ID)
 		s.mu.Unlock()
 		if s.sup.Remove(ch.ID) {
 			s.forget(ch.ID)
@@ -97,6 +107,12 @@ func (s *service) reconcile(ch registry.Change) {
 	s.mu.Lock()
 	s.known[sp.ID] = registry.Entry{Spec: sp, Revision: ch.Revision}
 	s.priorities[sp.ID] = sp.Priority
+	s.models[sp.ID] = s.c.ModelName(sp.Model)
+	if l := engines.Light(s.c, sp); l != "" {
+		s.lights[sp.ID] = l
+	} else {
+		delete(s.lights, sp.ID)
+	}
 	s.mu.Unlock()
 	version := s.version(sp)
 	if !sp.IsEnabled() {
@@ -113,6 +129,9 @@ func (s *service) reconcile(ch registry.Change) {
 // forget drops what the service keeps of a stream that stopped for good
 // (removed or disabled): its metrics, progress numbers and analyzer.
 func (s *service) forget(id string) {
+	s.mu.Lock()
+	delete(s.onLight, id) // its status is gone: a new start is on its own model
+	s.mu.Unlock()
 	s.stats.Remove(id)
 	s.metrics.Forget(id)
 	s.faults.Forget(id)
@@ -136,7 +155,8 @@ func (s *service) version(sp registry.Spec) string {
 }
 
 // analyticsProblem returns the first problem of sp's analytics (geometry,
-// or a class its model does not have), or nil.
+// or a class its model, or the lighter model it switches to under load,
+// does not have), or nil.
 func (s *service) analyticsProblem(sp registry.Spec) *registry.FieldError {
 	if sp.Analytics == nil {
 		return nil
@@ -146,7 +166,7 @@ func (s *service) analyticsProblem(sp registry.Spec) *registry.FieldError {
 			return fe
 		}
 	}
-	return sp.CheckClasses(func(m string) ([]string, error) { return engines.Labels(s.c, m) })
+	return engines.StreamClasses(s.c, sp)
 }
 
 // reloadAnalytics hands a running stream's analyzer the analytics of sp
@@ -314,11 +334,16 @@ func (s *service) start(sp registry.Spec, version string) {
 		s.log.Info("stream (re)started", zap.String("stream", sp.ID), zap.String("url", decode.RedactURL(sp.URL)), zap.Int("device", dev),
 			zap.String("decoder", decoderName(s.c, nvdec)))
 		s.mu.Lock()
-		engaged := s.gov.Engaged()
+		level := s.gov.Level()
 		s.mu.Unlock()
-		// A restarted stream has a fresh status: degraded again only if
-		// it is low priority while degradation is engaged.
-		if engaged && sp.Priority == "low" {
+		// A restarted stream has a fresh status, on its own model at its
+		// full rate: switched again as the governor's level says.
+		s.restartedModel(sp.ID)
+		light, slow := degradation(sp.Priority, engines.Light(s.c, sp) != "", level)
+		if light {
+			s.setLight(sp.ID, true, "started while degradation is engaged")
+		}
+		if slow {
 			s.setDegraded(sp.ID, true, "started while degradation is engaged")
 		} else {
 			s.mu.Lock()
@@ -360,6 +385,21 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	if err != nil {
 		return pipeline.StreamConfig{}, fmt.Errorf("batching: %w", err)
 	}
+	// The lighter model opens now, not at the switch: under overload an
+	// ONNX Runtime session would take long to make, and streams of the
+	// model share it.
+	var light *pipeline.Route
+	if lm := engines.Light(s.c, sp); lm != "" {
+		leng, err := s.engs.Instance(lm, pool, dev)
+		if err != nil {
+			return pipeline.StreamConfig{}, fmt.Errorf("degrade_to model %s: %w", lm, err)
+		}
+		lb, err := s.engs.Batcher(lm, pool, dev, leng)
+		if err != nil {
+			return pipeline.StreamConfig{}, fmt.Errorf("degrade_to model %s: batching: %w", lm, err)
+		}
+		light = &pipeline.Route{Engine: leng, Gate: s.engs.Gate(leng), Batcher: lb}
+	}
 	open, stall := sp.Durations()
 	log := s.log.With(zap.String("stream", sp.ID))
 	queue := sp.QueueSize
@@ -383,7 +423,7 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	s.analyzers[sp.ID] = an
 	return pipeline.StreamConfig{
 		ID: sp.ID, Labels: sp.Labels, Source: src, Engine: eng, Sink: s.sink, Analyzer: an, QueueSize: queue,
-		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.Gate(eng), Batcher: batcher, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
+		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.Gate(eng), Batcher: batcher, Light: light, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
 		OnEvent: s.publishEvent,
 	}, nil
 }
@@ -433,8 +473,12 @@ func (s *service) alertLoop(ctx context.Context) {
 }
 
 // governorLoop watches the total queue depth (streams' queues plus frames
-// waiting at engine gates) every 500 ms and switches low-priority streams
-// to their degraded frame rate, and back, as the Governor decides.
+// waiting at engine gates) every 500 ms and steps degradation up and down
+// as the Governor decides: level 1 switches streams to their model's
+// lighter degrade_to model (normal and low priority) and low-priority
+// streams without one to their degraded frame rate; level 2 also cuts the
+// rate of low-priority streams on a lighter model. With no stream that
+// has a lighter model there is one level, the frame-rate cut.
 func (s *service) governorLoop(ctx context.Context) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -446,27 +490,117 @@ func (s *service) governorLoop(ctx context.Context) {
 			depth := s.sup.QueueDepth() + s.engs.GateWaiting()
 			s.metrics.TotalQueue.Set(float64(depth))
 			s.mu.Lock()
+			s.gov.Steps = 1
+			if len(s.lights) > 0 {
+				s.gov.Steps = 2
+			}
+			was := s.gov.Level()
 			changed := s.gov.Observe(now, depth)
-			engaged := s.gov.Engaged()
-			var low []string
-			for id, p := range s.priorities {
-				if p == "low" {
-					low = append(low, id)
-				}
+			level := s.gov.Level()
+			ids := make([]string, 0, len(s.priorities))
+			for id := range s.priorities {
+				ids = append(ids, id)
 			}
 			s.mu.Unlock()
 			if !changed {
 				continue
 			}
 			reason := fmt.Sprintf("queue depth %d above %d for %s", depth, s.gov.Threshold, s.gov.EngageAfter)
-			if !engaged {
+			if level < was {
 				reason = fmt.Sprintf("queue depth %d at or below %d for %s", depth, s.gov.Threshold/2, s.gov.ReleaseAfter)
 			}
-			s.log.Warn("degradation "+map[bool]string{true: "engaged", false: "released"}[engaged], zap.Int("queue_depth", depth), zap.Strings("low_priority_streams", low))
-			for _, id := range low {
-				s.setDegraded(id, engaged, reason)
+			reason += fmt.Sprintf(": degradation level %d of %d", level, s.gov.Steps)
+			msg := "degradation released"
+			switch {
+			case level > was:
+				msg = "degradation engaged"
+			case level > 0:
+				msg = "degradation eased"
+			}
+			s.log.Warn(msg, zap.Int("level", level), zap.Int("levels", s.gov.Steps), zap.Int("queue_depth", depth))
+			for _, id := range ids {
+				s.applyLevel(id, level, reason)
 			}
 		}
+	}
+}
+
+// degradation says what a stream of priority p runs at degradation level
+// lvl: its lighter model (it has one: light) and its degraded frame rate
+// (slow). High priority is never degraded; normal priority only switches
+// model; low priority switches model first and slows down at the next
+// level, or slows down at once without a lighter model.
+func degradation(p string, hasLight bool, lvl int) (light, slow bool) {
+	if lvl == 0 || p == "high" {
+		return false, false
+	}
+	return hasLight, p == "low" && (!hasLight || lvl >= 2)
+}
+
+// applyLevel switches stream id as degradation level lvl says, each
+// change with its event, log line and metrics.
+func (s *service) applyLevel(id string, lvl int, reason string) {
+	s.mu.Lock()
+	p, hasLight := s.priorities[id], s.lights[id] != ""
+	s.mu.Unlock()
+	light, slow := degradation(p, hasLight, lvl)
+	// Into degradation the model first, out of it the rate first: the
+	// lighter model is the milder step.
+	if slow {
+		s.setLight(id, light, reason)
+		s.setDegraded(id, slow, reason)
+		return
+	}
+	s.setDegraded(id, slow, reason)
+	s.setLight(id, light, reason)
+}
+
+// setLight switches stream id to (or back from) its lighter model: a
+// model_switched event, the log line, vigil_model_switches_total and
+// vigil_stream_model. Nothing happens when it is already so, or when
+// the stream has no lighter model.
+func (s *service) setLight(id string, on bool, reason string) {
+	s.mu.Lock()
+	from, to := s.models[id], s.lights[id]
+	s.mu.Unlock()
+	if to == "" || !s.sup.SetLight(id, on) {
+		return
+	}
+	s.mu.Lock()
+	if on {
+		s.onLight[id] = to
+	} else {
+		delete(s.onLight, id)
+		from, to = to, from
+	}
+	s.mu.Unlock()
+	s.switched(id, from, to, reason)
+}
+
+// switched records a stream's switch from one model to another.
+func (s *service) switched(id, from, to, reason string) {
+	s.metrics.ModelSwitches.WithLabelValues(id, from, to).Inc()
+	s.metrics.ActiveModel.WithLabelValues(id, from).Set(0)
+	s.metrics.ActiveModel.WithLabelValues(id, to).Set(1)
+	s.publishEvent(pipeline.Event{StreamID: id, Type: pipeline.EventModelSwitched, Time: time.Now(), Reason: reason, From: from, To: to})
+}
+
+// restartedModel resets what the service keeps of a (re)started stream's
+// model: it runs its own model (vigil_stream_model 1, its lighter one 0).
+// A stream that was switched to a lighter model before the restart is
+// back on its own: that is a switch too.
+func (s *service) restartedModel(id string) {
+	s.mu.Lock()
+	model, light, was := s.models[id], s.lights[id], s.onLight[id]
+	delete(s.onLight, id)
+	s.mu.Unlock()
+	s.metrics.ActiveModel.DeletePartialMatch(prometheus.Labels{"stream": id})
+	s.metrics.ActiveModel.WithLabelValues(id, model).Set(1)
+	if light != "" {
+		s.metrics.ActiveModel.WithLabelValues(id, light).Set(0)
+	}
+	if was != "" {
+		s.switched(id, was, model, "restarted")
 	}
 }
 
@@ -498,7 +632,11 @@ func (s *service) publishEvent(e pipeline.Event) {
 	if err != nil {
 		s.log.Warn("publishing event", zap.String("stream", e.StreamID), zap.Error(err))
 	}
-	s.log.Info("stream "+string(e.Type), zap.String("stream", e.StreamID), zap.String("reason", e.Reason), zap.Int("attempt", e.Attempt))
+	fields := []zap.Field{zap.String("stream", e.StreamID), zap.String("reason", e.Reason), zap.Int("attempt", e.Attempt)}
+	if e.Type == pipeline.EventModelSwitched {
+		fields = append(fields, zap.String("from", e.From), zap.String("to", e.To))
+	}
+	s.log.Info("stream "+string(e.Type), fields...)
 }
 
 // decoderName is where a stream is decoded, for the log: decode.hwaccel, or

@@ -385,9 +385,12 @@ type Pipeline struct {
 	BudgetMS *int `yaml:"budget_ms"`
 	// DegradeDepth, DegradeAfter, RestoreAfter and DegradedFPS drive
 	// degradation: a total queue depth above DegradeDepth frames for
-	// DegradeAfter switches `priority: low` streams to DegradedFPS frames
-	// per second; at or below half of it for RestoreAfter switches them
-	// back.
+	// DegradeAfter switches streams of normal and low priority whose model
+	// has a degrade_to (models[]) to that lighter model and `priority: low`
+	// streams without one to DegradedFPS frames per second; if the load
+	// lasts another DegradeAfter, low-priority streams on their lighter
+	// model get DegradedFPS too. At or below half of it for RestoreAfter
+	// undoes the last step, and another RestoreAfter the first.
 	DegradeDepth int      `yaml:"degrade_depth"`
 	DegradeAfter Duration `yaml:"degrade_after"`
 	RestoreAfter Duration `yaml:"restore_after"`
@@ -446,6 +449,20 @@ type Model struct {
 	ScoreThreshold  float32            `yaml:"score_threshold"`
 	ClassThresholds map[string]float32 `yaml:"class_thresholds"`
 	IoUThreshold    float32            `yaml:"iou_threshold"`
+	// DegradeTo names a lighter model (a models[] name or a built-in
+	// name) that streams of this model switch to, without restarting
+	// their decoder, when the degradation governor engages (total queue
+	// depth above pipeline.degrade_depth for pipeline.degrade_after), and
+	// back after pipeline.restore_after of calm; the frame-rate cut of
+	// low-priority streams comes one pipeline.degrade_after later, if the
+	// load lasts. Streams of priority normal and low switch; high never
+	// does. Each message's model field names the model that produced it.
+	// The two models' classes are matched by name (tracks go on across a
+	// switch): at start vigil refuses a degrade_to model that lacks a
+	// class a stream's analytics name, that does not load, or whose batch
+	// differs. A stream takes one step: with a → b → c, streams of a run b
+	// and streams of b run c under load; cycles are refused.
+	DegradeTo string `yaml:"degrade_to" example:"blazeface"`
 }
 
 // ModelInput is how frames are written into a model's image input.
@@ -992,6 +1009,7 @@ func (c *Config) Validate() error {
 			p.add(f+".path", "is required")
 		}
 		checkModelBlock(&p, f, m, c.Infer.ModelsDir)
+		c.checkDegradeTo(&p, f, m)
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Streams {
@@ -1158,6 +1176,74 @@ func (c *Config) CheckModel(ref string) error {
 		return fmt.Errorf("model file %s does not exist (%s)", m.File, missingModelHint(m.Name))
 	}
 	return nil
+}
+
+// checkDegradeTo adds the problems of model m's degrade_to (field f,
+// "models[0]") that show without model files: it must name another
+// model, configured or built in, and following degrade_to from it must
+// not come back to m.
+func (c *Config) checkDegradeTo(p *problems, f string, m Model) {
+	if m.DegradeTo == "" {
+		return
+	}
+	f += ".degrade_to"
+	if m.DegradeTo == m.Name {
+		p.add(f, "%q: a model cannot degrade to itself", m.DegradeTo)
+		return
+	}
+	if _, ok := infer.BuiltinModels[m.DegradeTo]; !ok && c.model(m.DegradeTo) == nil {
+		p.add(f, "unknown model %q (want a models[] name or a built-in name: %s)", m.DegradeTo, strings.Join(infer.BuiltinNames(), ", "))
+		return
+	}
+	chain := []string{m.Name}
+	for next := m.DegradeTo; next != ""; {
+		chain = append(chain, next)
+		if next == m.Name {
+			p.add(f, "a cycle: %s", strings.Join(chain, " → "))
+			return
+		}
+		if len(chain) > len(c.Models)+1 { // a cycle that does not pass through m: reported at its own models
+			return
+		}
+		nm := c.model(next)
+		if nm == nil {
+			return
+		}
+		next = nm.DegradeTo
+	}
+}
+
+// model returns the models[] entry named name, or nil.
+func (c *Config) model(name string) *Model {
+	for i := range c.Models {
+		if c.Models[i].Name == name {
+			return &c.Models[i]
+		}
+	}
+	return nil
+}
+
+// DegradeTo returns the lighter model that streams of model ref ("":
+// pipeline.default_model) switch to under sustained load: the models[]
+// entry's degrade_to, "" for none (built-in and path references have
+// none).
+func (c *Config) DegradeTo(ref string) string {
+	if ref == "" {
+		ref = c.Pipeline.DefaultModel
+	}
+	if m := c.model(ref); m != nil {
+		return m.DegradeTo
+	}
+	return ""
+}
+
+// ModelName is model reference ref with "" read as
+// pipeline.default_model, for messages.
+func (c *Config) ModelName(ref string) string {
+	if ref == "" {
+		return c.Pipeline.DefaultModel
+	}
+	return ref
 }
 
 // ResolveModel turns a stream's model reference (a configured name, a

@@ -357,3 +357,34 @@ models:
 	require.Equal(t, float32(0), *m.Spec.Input.Pad)
 	require.Equal(t, 640, m.Spec.Input.Width)
 }
+
+// degrade_to names another model, configured or built in, and following
+// it never comes back: each problem names its key.
+func TestDegradeTo(t *testing.T) {
+	_, err := Parse([]byte(`
+models:
+  - {name: a, path: m.onnx, degrade_to: a}
+  - {name: b, path: m.onnx, degrade_to: nosuch}
+  - {name: c, path: m.onnx, degrade_to: d}
+  - {name: d, path: m.onnx, degrade_to: c}
+`), "m.yaml")
+	require.Error(t, err)
+	for _, want := range []string{
+		`models[0].degrade_to: "a": a model cannot degrade to itself`,
+		`models[1].degrade_to: unknown model "nosuch" (want a models[] name or a built-in name: blazeface, blazeface-back, yolox-nano)`,
+		`models[2].degrade_to: a cycle: c → d → c`,
+		`models[3].degrade_to: a cycle: d → c → d`,
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+	c, err := Parse([]byte(`
+pipeline: {default_model: far}
+models:
+  - {name: far, path: face_detection_back_256x256_barracuda.onnx, degrade_to: near}
+  - {name: near, path: face_detection_front_128x128_barracuda.onnx, degrade_to: blazeface}
+`), "m.yaml")
+	require.NoError(t, err, "a chain is allowed")
+	require.Equal(t, "near", c.DegradeTo(""), "the default model's")
+	require.Equal(t, "blazeface", c.DegradeTo("near"))
+	require.Empty(t, c.DegradeTo("blazeface"), "built-in models have none")
+}

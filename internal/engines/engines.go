@@ -97,7 +97,7 @@ func (e *Pool) BatchEngines(ref, pool string, dev int, base Detector) ([]pipelin
 			list = append(list, base)
 			continue
 		}
-		file := strings.TrimSuffix(m.File, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
+		file := batchFile(m.File, n)
 		// The copy keeps the model's name, adapter and thresholds.
 		mb := m
 		mb.File = file
@@ -111,6 +111,11 @@ func (e *Pool) BatchEngines(ref, pool string, dev int, base Detector) ([]pipelin
 		list = append(list, eng)
 	}
 	return list, nil
+}
+
+// batchFile is the batch-n copy of model file: x.onnx → x.b<n>.onnx.
+func batchFile(file string, n int) string {
+	return strings.TrimSuffix(file, ".onnx") + ".b" + strconv.Itoa(n) + ".onnx"
 }
 
 // SetMetrics gives the pool the metrics that the GPU engines' batch

@@ -1,0 +1,32 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// What each priority runs at each degradation level: high never changes;
+// normal only switches model; low switches model first and slows down at
+// the next level, or slows down at once when it has no lighter model.
+func TestDegradationSteps(t *testing.T) {
+	for _, tc := range []struct {
+		priority    string
+		hasLight    bool
+		level       int
+		light, slow bool
+	}{
+		{"high", true, 2, false, false},
+		{"", true, 0, false, false},
+		{"normal", true, 1, true, false},
+		{"normal", true, 2, true, false},
+		{"normal", false, 2, false, false},
+		{"low", true, 1, true, false},
+		{"low", true, 2, true, true},
+		{"low", false, 1, false, true},
+		{"low", false, 0, false, false},
+	} {
+		light, slow := degradation(tc.priority, tc.hasLight, tc.level)
+		require.Equal(t, [2]bool{tc.light, tc.slow}, [2]bool{light, slow}, "%+v", tc)
+	}
+}
