@@ -370,7 +370,9 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		// Hand the streams over before stopping them: each runs on
 		// another node after its start-up there (docs/architecture.md).
 		log.Info("shutting down: handing streams over to the other nodes")
-		dctx, cancel := context.WithTimeout(context.Background(), 2*c.Cluster.LeaseTTL.Duration+5*time.Second)
+		// Within the 15 s cmd/vigil gives a shutdown before it forces
+		// the exit; streams not handed over by then expire elsewhere.
+		dctx, cancel := context.WithTimeout(context.Background(), min(c.Cluster.LeaseTTL.Duration, 10*time.Second))
 		start := time.Now()
 		n := node.Drain(dctx)
 		cancel()

@@ -202,8 +202,13 @@ func (s *service) Running() map[string]cluster.StreamInfo {
 		if !ok {
 			continue
 		}
-		out[id] = cluster.StreamInfo{Weight: float64(st.Width*st.Height) * st.FPSIn, State: string(st.State),
-			FPSIn: st.FPSIn, FPSOut: st.FPSOut, Lease: s.node.Token(id)}
+		info := cluster.StreamInfo{State: string(st.State), FPSIn: st.FPSIn, FPSOut: st.FPSOut, Lease: s.node.Token(id)}
+		// The rates are over the last 5 s: a weight once they cover
+		// running time only.
+		if st.State == pipeline.StateRunning && time.Since(st.Since) >= 5*time.Second {
+			info.Weight = float64(st.Width*st.Height) * st.FPSIn
+		}
+		out[id] = info
 	}
 	return out
 }
