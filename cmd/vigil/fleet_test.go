@@ -392,9 +392,33 @@ func TestFleet(t *testing.T) {
 	for i := 0; i+2 < len(moves); i++ {
 		require.GreaterOrEqual(t, moves[i+2].Sub(moves[i]), time.Second, "moves %d-%d closer than the limit allows", i, i+2)
 	}
-	code, body := apiCall(t, nodes["n4"].api, "GET", "/v1/nodes", "")
-	require.Equal(t, http.StatusOK, code)
-	t.Logf("nodes: %s", body)
+
+	// The CLI, through any node: vigil nodes ls, vigil streams ls (NODE),
+	// vigil nodes drain (the node stays up and hands everything over).
+	rc, cli, errOut := vigil("nodes", "ls", "--api", nodes["n4"].api)
+	require.Equal(t, 0, rc, errOut)
+	t.Logf("vigil nodes ls:\n%s", cli)
+	require.Regexp(t, `(?m)^n2\s+6\s`, cli)
+	require.Regexp(t, `(?m)^n4\s+6\s`, cli)
+	require.Contains(t, cli, "leader")
+	rc, cli, errOut = vigil("streams", "ls", "--api", nodes["n4"].api)
+	require.Equal(t, 0, rc, errOut)
+	require.Regexp(t, `(?m)^ID\s+STATE\s+NODE\s`, cli)
+	require.Regexp(t, `(?m)^cam\d\d\s+running\s+n[24]\s`, cli)
+	drainAt := time.Now()
+	rc, _, errOut = vigil("nodes", "drain", "n4", "--api", nodes["n2"].api)
+	require.Equal(t, 0, rc, errOut)
+	testenv.Eventually(t, func() bool {
+		per := map[string]int{}
+		for _, ns := range owners(msgs.between(time.Now().Add(-time.Second/2), time.Now())) {
+			for n := range ns {
+				per[n]++
+			}
+		}
+		return per["n2"] == 12 && per["n4"] == 0
+	}, 15*time.Second, 100*time.Millisecond, "vigil nodes drain n4 handed its streams to n2")
+	t.Logf("vigil nodes drain n4: every stream on n2 %s later", time.Since(drainAt).Round(10*time.Millisecond))
+	requireNoOverlap(t, msgs.between(drainAt, time.Now()))
 }
 
 // requireNoOverlap fails when two nodes published one stream at once for
