@@ -227,6 +227,8 @@ type Node struct {
 	nodeRev       uint64
 	leader        *lease
 	draining      atomic.Bool
+	// beat is Node.mono at the send of the last successful heartbeat.
+	beat atomic.Int64
 	weights       map[string]float64
 	moved         map[string]int64 // stream -> mono of its last move
 	lastRebalance int64
@@ -322,9 +324,11 @@ func (n *Node) register(ctx context.Context) error {
 	key := nodePrefix + n.o.ID
 	for {
 		b, _ := json.Marshal(n.info(nil))
+		sent := n.mono()
 		rev, err := n.kv.Create(ctx, key, b)
 		if err == nil {
 			n.nodeRev = rev
+			n.beat.Store(sent)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -394,6 +398,20 @@ func (n *Node) Where(stream string) (Where, bool) {
 	defer n.mu.RUnlock()
 	w, ok := n.where[stream]
 	return w, ok
+}
+
+// Ready is the node's part of /readyz: nil when it holds its leases or
+// can take some, that is, its entry was renewed within a lease's safe
+// time (it is in the fleet and the bucket answers) and it is not
+// draining (a node at cluster.max_streams holds leases: ready).
+func (n *Node) Ready() error {
+	switch {
+	case n.mono()-n.beat.Load() >= n.safe():
+		return fmt.Errorf("node entry not renewed for %s (lease bucket unreachable?)", time.Duration(n.mono()-n.beat.Load()).Round(time.Millisecond))
+	case n.draining.Load():
+		return errors.New("draining: handing streams over, taking no more")
+	}
+	return nil
 }
 
 // ID returns node.id.
@@ -728,10 +746,12 @@ func (n *Node) recheck(ctx context.Context, id string, l *lease) {
 func (n *Node) heartbeat(ctx context.Context) error {
 	b, _ := json.Marshal(n.info(n.o.Runner.Running()))
 	key := nodePrefix + n.o.ID
+	sent := n.mono()
 	rev, err := n.kv.Update(n.opctx(ctx), key, b, n.nodeRev)
 	n.m.op("heartbeat", err)
 	if err == nil {
 		n.nodeRev = rev
+		n.beat.Store(sent)
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -748,6 +768,7 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	}
 	if rev, err := n.kv.Create(n.opctx(ctx), key, b); err == nil {
 		n.nodeRev = rev
+		n.beat.Store(sent)
 		n.log.Warn("node entry had expired (paused or cut off for a lease TTL); registered again")
 	}
 	return nil

@@ -103,6 +103,7 @@ func TestDuplicateNodeID(t *testing.T) {
 	a, err := New(ctx, options(nc, "cam-host", newRunner(), t))
 	require.NoError(t, err)
 	stopA := run(t, a)
+	require.NoError(t, a.Ready())
 	start := time.Now()
 	_, err = New(ctx, options(nc, "cam-host", newRunner(), t))
 	require.ErrorIs(t, err, ErrDuplicateNode)
@@ -115,6 +116,11 @@ func TestDuplicateNodeID(t *testing.T) {
 	start = time.Now()
 	b, err := New(ctx, options(nc, "cam-host", newRunner(), t))
 	require.NoError(t, err)
+	require.ErrorContains(t, a.Ready(), "node entry not renewed", "a stopped node is not ready")
+	run(t, b)
+	require.NoError(t, b.Ready())
+	b.Drain(ctx)
+	require.ErrorContains(t, b.Ready(), "draining")
 	// 2 s of slack over the TTL: the server expires keys on a timer of
 	// its own (at least 250 ms) and the CI machine is slow.
 	require.Less(t, time.Since(start), testTTL+2*time.Second)
