@@ -223,12 +223,12 @@ type Node struct {
 	where map[string]Where
 
 	// The loop's own state.
-	view          map[string]*seen
-	nodeRev       uint64
-	leader        *lease
-	draining      atomic.Bool
+	view     map[string]*seen
+	nodeRev  uint64
+	leader   *lease
+	draining atomic.Bool
 	// beat is Node.mono at the send of the last successful heartbeat.
-	beat atomic.Int64
+	beat          atomic.Int64
 	weights       map[string]float64
 	moved         map[string]int64 // stream -> mono of its last move
 	lastRebalance int64
