@@ -231,6 +231,7 @@ type Node struct {
 	beat          atomic.Int64
 	weights       map[string]float64
 	moved         map[string]int64 // stream -> mono of its last move
+	unwanted      map[string]int   // held stream -> ticks it has not been wanted
 	lastRebalance int64
 	reqs          chan func()
 	stopped       chan struct{}
@@ -259,7 +260,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		o.MaxMoves = 0
 	}
 	n := &Node{o: o, log: o.Logger, base: time.Now(), instance: pipeline.NewEpoch(), started: time.Now(),
-		held: map[string]*lease{}, where: map[string]Where{}, view: map[string]*seen{}, weights: map[string]float64{}, moved: map[string]int64{},
+		held: map[string]*lease{}, where: map[string]Where{}, view: map[string]*seen{}, weights: map[string]float64{}, moved: map[string]int64{}, unwanted: map[string]int{},
 		reqs: make(chan func()), stopped: make(chan struct{}), m: newMetrics(o.Metrics)}
 	kv, err := openBucket(ctx, o)
 	if err != nil {
@@ -671,6 +672,7 @@ func (n *Node) tick(ctx context.Context) error {
 		n.drop(id, "not renewed within three quarters of the lease TTL")
 	}
 	n.renewAll(ctx, renew)
+	n.releaseUnwanted(ctx)
 	if err := n.heartbeat(ctx); err != nil {
 		return err
 	}
@@ -679,6 +681,34 @@ func (n *Node) tick(ctx context.Context) error {
 		n.place(ctx, true)
 	}
 	return nil
+}
+
+// releaseUnwanted releases the leases of streams the registry no longer
+// wants run (removed or disabled) for two ticks in a row: one tick of
+// grace, since a grant can arrive before the registry change that made
+// the stream wanted.
+func (n *Node) releaseUnwanted(ctx context.Context) {
+	wanted := map[string]bool{}
+	for _, w := range n.o.Runner.Wanted() {
+		wanted[w.ID] = true
+	}
+	n.mu.RLock()
+	var ids []string
+	for id := range n.held {
+		ids = append(ids, id)
+	}
+	n.mu.RUnlock()
+	for _, id := range ids {
+		if wanted[id] {
+			delete(n.unwanted, id)
+			continue
+		}
+		if n.unwanted[id]++; n.unwanted[id] >= 2 {
+			delete(n.unwanted, id)
+			n.log.Info("releasing the lease of a stream removed or disabled", zap.String("stream", id))
+			n.release(ctx, id)
+		}
+	}
 }
 
 // renewAll renews the given leases by compare-and-set, 16 at a time.

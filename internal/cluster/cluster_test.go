@@ -237,3 +237,22 @@ func TestFailoverSpreads(t *testing.T) {
 		nodes[id].Close(context.Background())
 	}
 }
+
+// A stream removed from the registry (or disabled) has its lease
+// released after two ticks of grace, so no node keeps one for nothing.
+func TestUnwantedReleased(t *testing.T) {
+	nc := server(t, true)
+	r := newRunner("s0", "s1")
+	n, err := New(t.Context(), options(nc, "n1", r, t))
+	require.NoError(t, err)
+	run(t, n)
+	testenv.Eventually(t, func() bool { return r.count() == 2 }, 10*time.Second, 20*time.Millisecond, "both streams running")
+	r.mu.Lock()
+	r.wanted = r.wanted[:1]
+	r.mu.Unlock()
+	testenv.Eventually(t, func() bool {
+		owners, err := Owners(t.Context(), n.Bucket())
+		return err == nil && r.count() == 1 && owners["s1"] == "" && owners["s0"] == "n1"
+	}, 10*time.Second, 20*time.Millisecond, "the lease of the stream no longer wanted released")
+	n.Drain(context.Background())
+}
