@@ -997,10 +997,17 @@ func pick(cands map[string]*candidate, w float64, except string) *candidate {
 }
 
 // rebalance asks for up to MaxMoves moves, each from the most loaded
-// node to the least loaded one, of the stream that evens the two out
-// best, only when it lowers the higher of their relative loads by 5 % or
-// more; a stream moved in the previous two intervals stays.
+// node to the least loaded one, while their relative loads differ by more
+// than a tenth of the mean, of the stream that evens the two out best,
+// only when it lowers the higher of the two; a stream moved in the
+// previous two intervals stays.
 func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owners map[string]string, mean float64, now int64) {
+	load, capacity := 0.0, 0.0
+	for _, c := range cands {
+		load += c.load
+		capacity += c.cap.Effective()
+	}
+	avg := load / capacity
 	for range n.o.MaxMoves {
 		var hi, lo *candidate
 		for _, c := range cands {
@@ -1017,6 +1024,11 @@ func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owner
 			return
 		}
 		before := hi.load / hi.cap.Effective()
+		// 10 % of the mean: measured rates wobble by a few percent, and
+		// a move must pay for a restart with a clear gain.
+		if before-lo.load/lo.cap.Effective() <= avg/10 {
+			return
+		}
 		var stream string
 		bestAfter := before
 		for id, node := range owners {
@@ -1029,9 +1041,7 @@ func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owner
 				stream, bestAfter = id, after
 			}
 		}
-		// 5 %: measured rates wobble by a few percent; a move must pay
-		// for a restart with a clear gain.
-		if stream == "" || bestAfter > 0.95*before {
+		if stream == "" || bestAfter >= before {
 			return
 		}
 		b, _ := json.Marshal(moveValue{To: lo.id})
