@@ -285,13 +285,14 @@ func TestFleet(t *testing.T) {
 			lost[m.stream] = max(lost[m.stream], m.lease)
 		}
 	}
+	require.NotEmpty(t, lost, "the others took the paused node's streams")
 	time.Sleep(fleetTTL)
 	for _, m := range msgs.between(contAt, time.Now()) {
 		// It may take a stream again later (rebalancing), under a new
 		// lease with a higher token; under its old one, nothing. 50 ms:
 		// a message stamped just before the signal landed was published
 		// while the lease was still valid.
-		if m.node == paused && lost[m.stream] > 0 && m.published.After(stopAt.Add(50*time.Millisecond)) {
+		if _, ok := lost[m.stream]; ok && m.node == paused && m.published.After(stopAt.Add(50*time.Millisecond)) {
 			require.Greater(t, m.lease, lost[m.stream], "node %s published %s at %s under its old lease after losing it (stopped %s, resumed %s)",
 				paused, m.stream, m.published, stopAt, contAt)
 		}

