@@ -476,6 +476,11 @@ func (n *Node) loop(ctx context.Context) error {
 	defer func() { _ = w.Stop() }()
 	tick := time.NewTicker(n.o.TTL / 4)
 	defer tick.Stop()
+	// The placer looks for leases (and the leader lease) not renewed for
+	// a TTL more often than it renews: a dead node's streams are granted
+	// within a sixteenth of a TTL of the TTL.
+	placeTick := time.NewTicker(n.o.TTL / 16)
+	defer placeTick.Stop()
 	n.tick(ctx)
 	for {
 		select {
@@ -491,6 +496,13 @@ func (n *Node) loop(ctx context.Context) error {
 		case <-tick.C:
 			if err := n.tick(ctx); err != nil {
 				return err
+			}
+		case <-placeTick.C:
+			if n.leader == nil && !n.draining.Load() {
+				n.elect(ctx)
+			}
+			if n.isLeader() && !n.draining.Load() {
+				n.place(ctx, false)
 			}
 		case f := <-n.reqs:
 			f()
@@ -828,11 +840,20 @@ func (n *Node) elect(ctx context.Context) {
 	if n.draining.Load() {
 		return
 	}
-	if s := n.view[leaderKey]; s != nil && !s.del && n.mono()-s.at < int64(n.o.TTL) {
+	s := n.view[leaderKey]
+	if s != nil && !s.del && n.mono()-s.at < int64(n.o.TTL) {
 		return
 	}
 	sent := n.mono()
-	rev, err := n.kv.Create(n.opctx(ctx), leaderKey, b)
+	var rev uint64
+	var err error
+	if s != nil && !s.del {
+		// Not renewed for a TTL (see takeOver): its holder stopped
+		// leading a quarter TTL ago, whenever the server expires it.
+		rev, err = n.kv.Update(n.opctx(ctx), leaderKey, b, s.rev)
+	} else {
+		rev, err = n.kv.Create(n.opctx(ctx), leaderKey, b)
+	}
 	if err != nil {
 		return
 	}
@@ -888,13 +909,19 @@ func (n *Node) nodes() map[string]*candidate {
 	return out
 }
 
-// owners returns stream -> node of the leases in the view that may still
-// be in the bucket (not deleted, seen within a TTL and a quarter).
-func (n *Node) owners() map[string]string {
-	out := map[string]string{}
+// owners returns stream -> node of the leases in the view that are held:
+// not deleted, and written within the last TTL as this node saw them.
+// stale has the revision of each lease not written for a TTL: its owner
+// has been stopped for a quarter TTL (see takeOver).
+func (n *Node) owners() (owners map[string]string, stale map[string]uint64) {
+	out, stale := map[string]string{}, map[string]uint64{}
 	now := n.mono()
 	for key, s := range n.view {
-		if !strings.HasPrefix(key, leasePrefix) || s.del || now-s.at > int64(n.o.TTL)*5/4 {
+		if !strings.HasPrefix(key, leasePrefix) || s.del {
+			continue
+		}
+		if now-s.at >= int64(n.o.TTL) {
+			stale[key[len(leasePrefix):]] = s.rev
 			continue
 		}
 		var v leaseValue
@@ -902,7 +929,7 @@ func (n *Node) owners() map[string]string {
 			out[key[len(leasePrefix):]] = v.Node
 		}
 	}
-	return out
+	return out, stale
 }
 
 // weight is a stream's weight for placement: as its node last reported
@@ -934,7 +961,7 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 	if len(cands) == 0 {
 		return
 	}
-	owners := n.owners()
+	owners, stale := n.owners()
 	mean := n.meanWeight()
 	for id, node := range owners {
 		if c := cands[node]; c != nil {
@@ -961,7 +988,7 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 			break
 		}
 		b, _ := json.Marshal(leaseValue{Node: best.id})
-		rev, err := n.kv.Create(n.opctx(ctx), leasePrefix+w.ID, b)
+		rev, err := n.takeOver(ctx, w.ID, b, stale)
 		n.m.op("grant", err)
 		if err != nil {
 			continue // held after all (the view was behind), or NATS is down
@@ -977,6 +1004,22 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 	}
 	n.lastRebalance = now
 	n.rebalance(ctx, cands, owners, mean, now)
+}
+
+// takeOver writes a grant for stream id: create-if-absent, or, for a
+// lease not written for a full TTL as this node saw it (stale), a
+// compare-and-set on the revision seen. The second does not wait for the
+// server to expire the key (its expiry timer can run up to three
+// quarters of a TTL late, BenchmarkFleetControlPlane) and is as safe: the
+// owner's last write reached the server before this node saw it, so the
+// owner sent it more than a TTL ago and stopped a quarter TTL ago; and an
+// owner that did write meanwhile changed the revision, which fails the
+// compare-and-set.
+func (n *Node) takeOver(ctx context.Context, id string, grant []byte, stale map[string]uint64) (uint64, error) {
+	if rev, ok := stale[id]; ok {
+		return n.kv.Update(n.opctx(ctx), leasePrefix+id, grant, rev)
+	}
+	return n.kv.Create(n.opctx(ctx), leasePrefix+id, grant)
 }
 
 // pick returns the candidate with the lowest score after taking weight w
@@ -1114,7 +1157,7 @@ func (n *Node) drain(ctx context.Context) {
 	n.resign(ctx)
 	cands := n.nodes()
 	delete(cands, n.o.ID)
-	owners := n.owners()
+	owners, _ := n.owners()
 	mean := n.meanWeight()
 	for id, node := range owners {
 		if c := cands[node]; c != nil {
