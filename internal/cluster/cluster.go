@@ -230,8 +230,9 @@ type Node struct {
 	// beat is Node.mono at the send of the last successful heartbeat.
 	beat          atomic.Int64
 	weights       map[string]float64
-	moved         map[string]int64 // stream -> mono of its last move
-	unwanted      map[string]int   // held stream -> ticks it has not been wanted
+	moved         map[string]int64  // stream -> mono of its last move
+	unwanted      map[string]int    // held stream -> ticks it has not been wanted
+	grants        map[string]uint64 // grants to this node seen, not yet taken: stream -> revision
 	lastRebalance int64
 	reqs          chan func()
 	stopped       chan struct{}
@@ -260,7 +261,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		o.MaxMoves = 0
 	}
 	n := &Node{o: o, log: o.Logger, base: time.Now(), instance: pipeline.NewEpoch(), started: time.Now(),
-		held: map[string]*lease{}, where: map[string]Where{}, view: map[string]*seen{}, weights: map[string]float64{}, moved: map[string]int64{}, unwanted: map[string]int{},
+		held: map[string]*lease{}, where: map[string]Where{}, view: map[string]*seen{}, weights: map[string]float64{}, moved: map[string]int64{}, unwanted: map[string]int{}, grants: map[string]uint64{},
 		reqs: make(chan func()), stopped: make(chan struct{}), m: newMetrics(o.Metrics)}
 	kv, err := openBucket(ctx, o)
 	if err != nil {
@@ -493,6 +494,22 @@ func (n *Node) loop(ctx context.Context) error {
 			if e != nil {
 				n.observe(ctx, e)
 			}
+			// Everything the watch has ready, then the grants seen in
+			// it in one batch: after a node died, hundreds arrive at once.
+			for more := true; more; {
+				select {
+				case e, ok := <-w.Updates():
+					if !ok {
+						return errors.New("lease bucket watch closed")
+					}
+					if e != nil {
+						n.observe(ctx, e)
+					}
+				default:
+					more = false
+				}
+			}
+			n.takeGrants(ctx)
 		case <-tick.C:
 			if err := n.tick(ctx); err != nil {
 				return err
@@ -543,7 +560,7 @@ func (n *Node) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 		}
 		var v leaseValue
 		if json.Unmarshal(s.val, &v) == nil && v.Node == n.o.ID && v.Instance == "" && !n.draining.Load() {
-			n.take(ctx, id, s.rev)
+			n.grants[id] = s.rev // taken in a batch (takeGrants)
 		}
 	case strings.HasPrefix(key, movePrefix) && !s.del:
 		var v moveValue
@@ -598,28 +615,59 @@ func (n *Node) heldLease(id string) *lease {
 	return n.held[id]
 }
 
-// take makes a grant at revision rev this node's lease and starts the
-// stream.
-func (n *Node) take(ctx context.Context, id string, rev uint64) {
-	if n.heldLease(id) != nil {
+// takeGrants makes the grants seen this node's leases, 16 compare-and-sets
+// at a time, and starts their streams.
+func (n *Node) takeGrants(ctx context.Context) {
+	if len(n.grants) == 0 {
 		return
 	}
 	b, _ := json.Marshal(leaseValue{Node: n.o.ID, Instance: n.instance})
-	sent := n.mono()
-	nrev, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, rev)
-	n.m.op("take", err)
-	if err != nil {
-		n.log.Debug("taking a granted lease failed", zap.String("stream", id), zap.Error(err))
-		return
+	type result struct {
+		id   string
+		rev  uint64
+		sent int64
+		err  error
 	}
-	l := &lease{rev: nrev, token: nrev}
-	l.deadline.Store(sent + n.safe())
-	n.mu.Lock()
-	n.held[id] = l
-	n.mu.Unlock()
+	results := make(chan result, len(n.grants))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for id, rev := range n.grants {
+		delete(n.grants, id)
+		if n.heldLease(id) != nil || n.draining.Load() {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sent := n.mono()
+			nrev, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, rev)
+			results <- result{id: id, rev: nrev, sent: sent, err: err}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	var taken []string
+	for r := range results {
+		n.m.op("take", r.err)
+		if r.err != nil {
+			n.log.Debug("taking a granted lease failed", zap.String("stream", r.id), zap.Error(r.err))
+			continue
+		}
+		l := &lease{rev: r.rev, token: r.rev}
+		l.deadline.Store(r.sent + n.safe())
+		n.mu.Lock()
+		n.held[r.id] = l
+		n.mu.Unlock()
+		n.log.Info("lease taken", zap.String("stream", r.id), zap.Uint64("token", r.rev))
+		taken = append(taken, r.id)
+	}
 	n.m.held.Set(float64(n.heldCount()))
-	n.log.Info("lease taken", zap.String("stream", id), zap.Uint64("token", nrev))
-	n.o.Runner.Start(id)
+	sort.Strings(taken)
+	for _, id := range taken {
+		n.o.Runner.Start(id)
+	}
 }
 
 // opctx bounds one bucket operation to a quarter TTL, so that a stuck
@@ -977,6 +1025,15 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 		}
 		return wants[i].ID < wants[j].ID
 	})
+	// Choose first (each choice counts in the next), then write the
+	// grants 16 at a time: after a node died, hundreds are due at once.
+	type grant struct {
+		id, node string
+		val      []byte
+		rev      uint64
+		err      error
+	}
+	var gs []*grant
 	for _, w := range wants {
 		if _, ok := owners[w.ID]; ok {
 			continue
@@ -988,15 +1045,29 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 			break
 		}
 		b, _ := json.Marshal(leaseValue{Node: best.id})
-		rev, err := n.takeOver(ctx, w.ID, b, stale)
-		n.m.op("grant", err)
-		if err != nil {
-			continue // held after all (the view was behind), or NATS is down
-		}
-		n.view[leasePrefix+w.ID] = &seen{rev: rev, val: b, at: n.mono()}
+		gs = append(gs, &grant{id: w.ID, node: best.id, val: b})
 		best.load += wt
 		best.count++
-		n.log.Info("stream granted", zap.String("stream", w.ID), zap.String("node", best.id))
+	}
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			g.rev, g.err = n.takeOver(ctx, g.id, g.val, stale)
+		}()
+	}
+	wg.Wait()
+	for _, g := range gs {
+		n.m.op("grant", g.err)
+		if g.err != nil {
+			continue // held after all (the view was behind), or NATS is down
+		}
+		n.view[leasePrefix+g.id] = &seen{rev: g.rev, val: g.val, at: n.mono()}
+		n.log.Info("stream granted", zap.String("stream", g.id), zap.String("node", g.node))
 	}
 	now := n.mono()
 	if !rebalance || n.o.MaxMoves == 0 || now-n.lastRebalance < int64(n.o.RebalanceInterval) {
