@@ -321,7 +321,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			svc.reweighLoop(ctx, every)
+			svc.reweighLoop(runCtx, every)
 		}()
 	}
 	go func() {

@@ -55,11 +55,11 @@ type service struct {
 	// running streams (reweighLoop).
 	decoders  *pipeline.Placer
 	reweigher *pipeline.Reweigher
-	// placeMu serialises what changes placement: registry changes
-	// (reconcile, on the watch goroutine) and reweighing (reweighLoop).
-	// It guards placer, decoders, reweigher, specs and analyzers, and
-	// keeps sup.Apply to one caller at a time (Apply reads and writes its
-	// stream under two separate locks).
+	// placeMu serialises what changes placement: registry changes and
+	// the fleet node's start and stop calls (on the service's loop) and
+	// reweighing (reweighLoop). It guards placer, decoders, reweigher,
+	// specs and analyzers, and keeps sup.Apply to one caller at a time
+	// (Apply reads and writes its stream under two separate locks).
 	placeMu sync.Mutex
 
 	// analytics are the analytics' metrics; analyzers the analyzer of
@@ -167,6 +167,8 @@ func (s *service) Start(id string) {
 		e, ok := s.known[id]
 		s.mu.Unlock()
 		if ok && e.Spec.IsEnabled() && s.node.Holds(id) {
+			s.placeMu.Lock()
+			defer s.placeMu.Unlock()
 			s.start(e.Spec, s.version(e.Spec))
 		}
 	})
@@ -175,7 +177,11 @@ func (s *service) Start(id string) {
 // Stop implements cluster.Runner: it returns once the stream publishes
 // no more.
 func (s *service) Stop(id string) {
-	if !s.do(func() { s.stopHere(id, "lease handed over or lost") }) {
+	if !s.do(func() {
+		s.placeMu.Lock()
+		defer s.placeMu.Unlock()
+		s.stopHere(id, "lease handed over or lost")
+	}) {
 		s.sup.Remove(id) // the loop has ended: stop it here
 	}
 }
