@@ -67,6 +67,9 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if err := c.CheckExposure(); err != nil {
 		return cli.BadInput(err)
 	}
+	if c.Node.ID == "" { // a Config made without Parse
+		c.Node.ID = config.DefaultNodeID()
+	}
 	sources, err := c.Sources()
 	if err != nil {
 		return cli.BadInput(err)

@@ -189,7 +189,7 @@ type Node struct {
 	// and the Vigil-Node header), in its metrics (label node on the
 	// per-node series) and in `vigil nodes ls`: 1-64 characters of A-Z a-z
 	// 0-9 _ -. Two running nodes cannot share one: the second refuses to
-	// start, naming the first.
+	// start, naming the first. Empty: the host name.
 	ID string `yaml:"id" default:"the host name, other characters replaced by -"`
 }
 
@@ -671,7 +671,6 @@ func Default() Config {
 		Metrics: Metrics{Listen: "127.0.0.1:9090"},
 		NATS: NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"},
 			Cluster: NATSCluster{Listen: "off", Name: "vigil"}, SyncInterval: DefaultSyncInterval},
-		Node:    Node{ID: DefaultNodeID()},
 		Cluster: Cluster{Bucket: "vigil_leases", LeaseTTL: Duration{10 * time.Second}, RebalanceInterval: Duration{10 * time.Second}, MaxMoves: 2},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
@@ -801,6 +800,9 @@ func (c *Config) expand() {
 }
 
 func (c *Config) fill() {
+	if c.Node.ID == "" {
+		c.Node.ID = DefaultNodeID()
+	}
 	for i := range c.Streams {
 		c.FillStream(&c.Streams[i])
 	}
