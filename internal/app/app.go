@@ -253,7 +253,11 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		priorities: map[string]string{}, degraded: map[string]bool{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration},
 		events: make(chan func()), done: make(chan struct{})}
-	node, err := cluster.New(octx, cluster.Options{Conn: sink.Conn(), Bucket: c.Cluster.Bucket, Replicas: c.Cluster.Replicas,
+	replicas := c.Cluster.Replicas
+	if replicas == 0 && c.NATS.Replicas > 1 {
+		replicas = c.NATS.Replicas // the registry's, for a cluster whose size the config states
+	}
+	node, err := cluster.New(octx, cluster.Options{Conn: sink.Conn(), Bucket: c.Cluster.Bucket, Replicas: replicas,
 		ID: c.Node.ID, Version: buildVersion(), TTL: c.Cluster.LeaseTTL.Duration,
 		Capacity: cluster.Capacity{DecodePixelsPerSecond: c.Cluster.DecodePixelsPerSecond, EnginePixelsPerSecond: c.Cluster.EnginePixelsPerSecond,
 			GPUs: gpuCount(&c, devices), MaxStreams: c.Cluster.MaxStreams},

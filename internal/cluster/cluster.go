@@ -288,20 +288,49 @@ func openBucket(ctx context.Context, o Options) (jetstream.KeyValue, error) {
 	if auto {
 		cfg.Replicas = 3
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-	var apiErr *jetstream.APIError
-	if auto && errors.As(err, &apiErr) && slices.Contains([]jetstream.ErrorCode{10074, 10023, 10005, 10103}, apiErr.ErrorCode) {
-		// Not enough servers for 3 replicas (10074: not clustered,
-		// 10023: insufficient resources, 10005: no suitable peers,
-		// 10103: replicas > peers).
-		cfg.Replicas = 1
-		kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+	// A cluster that has just formed can leave a request unanswered or
+	// lack the peers for the replicas yet (10005): ask again, each
+	// attempt with its own deadline, until ctx ends (as registry.Open).
+	var kv jetstream.KeyValue
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		kv, err = js.CreateOrUpdateKeyValue(actx, cfg)
+		cancel()
+		var apiErr *jetstream.APIError
+		if auto && cfg.Replicas > 1 && errors.As(err, &apiErr) && slices.Contains([]jetstream.ErrorCode{10074, 10023, 10103}, apiErr.ErrorCode) {
+			// Not a cluster (10074), or too few servers for 3
+			// replicas (10023: insufficient resources, 10103:
+			// replicas > peers).
+			cfg.Replicas = 1
+			continue
+		}
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s (%d replicas): %w (does the NATS server have JetStream enabled, with room for it, and may this client create buckets?)",
 			ErrBucket, o.Bucket, cfg.Replicas, err)
 	}
 	return kv, nil
+}
+
+// transient reports whether err from a JetStream request is one a
+// cluster that is still forming answers (registry.transient's rule): no
+// answer in time, no responders, 503, or not enough peers known yet
+// (10005).
+func transient(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		// 10039 and 10076 (JetStream not enabled) are 503s that last.
+		return api.Code == 503 && api.ErrorCode != 10039 && api.ErrorCode != 10076 || api.ErrorCode == 10005
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // info returns this node's entry as it is now.

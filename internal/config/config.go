@@ -207,8 +207,9 @@ type Cluster struct {
 	// successful renewal (on its monotonic clock), so it never publishes
 	// after another node could have taken over.
 	LeaseTTL Duration `yaml:"lease_ttl"`
-	// Replicas is the bucket's replica count; 0: 3 when the NATS cluster
-	// has 3 or more servers, else 1.
+	// Replicas is the bucket's replica count; 0: nats.replicas when that
+	// is above 1, else 3 when the NATS cluster has 3 or more servers, else
+	// 1.
 	Replicas int `yaml:"replicas"`
 	// MaxStreams is the most streams this node runs (0: no limit).
 	MaxStreams int `yaml:"max_streams"`
