@@ -21,6 +21,9 @@ type Counts struct {
 	Schema string `json:"schema"`
 	// StreamID is the stream's id.
 	StreamID string `json:"stream_id"`
+	// Node is the node.id of the vigil that published the counts (set by
+	// the service when it publishes; empty in `vigil detect`'s output).
+	Node string `json:"node,omitempty"`
 	// Epoch names the stream's run.
 	Epoch string `json:"epoch"`
 	// Version grows by one or more with every change of any count in the

@@ -72,6 +72,9 @@ type Event struct {
 	Type EventType `json:"type"`
 	// StreamID is the stream's id.
 	StreamID string `json:"stream_id"`
+	// Node is the node.id of the vigil that published the event (set by
+	// the service when it publishes; empty in `vigil detect`'s output).
+	Node string `json:"node,omitempty"`
 	// Epoch names the stream's run (pipeline.NewEpoch).
 	Epoch string `json:"epoch"`
 	// Seq numbers the run's events from 0 without gaps, so that

@@ -14,6 +14,9 @@ const (
 // Alert is published as JSON to vigil.<stream_id>.alerts.
 type Alert struct {
 	StreamID string `json:"stream_id"`
+	// Node is the node.id of the vigil that published the alert (set by
+	// the service; empty outside it).
+	Node string `json:"node,omitempty"`
 	// Type is frame_drop or budget_miss.
 	Type string    `json:"type"`
 	Time time.Time `json:"time"`

@@ -40,6 +40,9 @@ const (
 // Event is a lifecycle event, published as JSON to vigil.<stream_id>.events.
 type Event struct {
 	StreamID string `json:"stream_id"`
+	// Node is the node.id of the vigil that published the event (set by
+	// the service; empty outside it).
+	Node string `json:"node,omitempty"`
 	// Epoch is the run of the stream the event belongs to (see NewEpoch);
 	// empty for events about the stream as a whole (degraded, restored).
 	Epoch string `json:"epoch,omitempty"`

@@ -22,6 +22,9 @@ var SchemaJSON []byte
 type Message struct {
 	Schema   string `json:"schema"`
 	StreamID string `json:"stream_id"`
+	// Node is the node.id of the vigil that published the message (the
+	// NATS sink sets it; absent in `vigil detect`'s output).
+	Node string `json:"node,omitempty"`
 	// Epoch names the run of the stream (pipeline.NewEpoch): 12 base-36
 	// digits, new at every start, restart and reconfiguration; Seq counts
 	// from 0 in each run.

@@ -23,10 +23,16 @@ const (
 	// UndeliveredError: any other refusal by the client (e.g. a message
 	// over the server's max_payload).
 	UndeliveredError = "error"
+	// UndeliveredNotOwner: the node no longer held (or never held) the
+	// stream's lease, so the fence (NATS.SetFence) refused the message:
+	// another node may be running the stream.
+	UndeliveredNotOwner = "not_owner"
 )
 
 func undeliveredReason(err error) string {
 	switch {
+	case errors.Is(err, ErrNotOwner):
+		return UndeliveredNotOwner
 	case errors.Is(err, nats.ErrReconnectBufExceeded):
 		return UndeliveredBufferFull
 	case errors.Is(err, nats.ErrConnectionClosed):
@@ -61,7 +67,7 @@ type NATSMetrics struct {
 func NewNATSMetrics(reg prometheus.Registerer) *NATSMetrics {
 	m := &NATSMetrics{Undelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_nats_undelivered_messages_total",
-		Help: "Messages not delivered to NATS, by kind (detections, events, alerts, analytics, counts) and reason: buffer_full (refused while disconnected), discarded (held while disconnected, lost when the connection closed), closed, error.",
+		Help: "Messages not delivered to NATS, by kind (detections, events, alerts, analytics, counts) and reason: buffer_full (refused while disconnected), discarded (held while disconnected, lost when the connection closed), closed, error, not_owner (refused: this node does not hold the stream's lease).",
 	}, []string{"kind", "reason"})}
 	state := func(f func(NATSState) float64) func() float64 {
 		return func() float64 {

@@ -69,6 +69,29 @@ func CountsMsgID(streamID, epoch string, version uint64) string {
 	return streamID + "/" + epoch + "/c" + strconv.FormatUint(version, 10)
 }
 
+// Headers of every message vigil publishes on a stream's subjects.
+const (
+	// HeaderNode carries node.id, the node that published the message
+	// (also the "node" field of the JSON body).
+	HeaderNode = "Vigil-Node"
+	// HeaderLease carries the publishing node's fencing token for the
+	// stream, a decimal integer: the revision of the lease write that made
+	// it the stream's owner. Tokens of later owners are larger, so a
+	// consumer that keeps the largest token seen per stream drops messages
+	// of a deposed owner (docs/schema.md). Absent when no fence is set.
+	HeaderLease = "Vigil-Lease"
+)
+
+// Fence says whether this node may publish for streamID now and with
+// which fencing token (HeaderLease); package cluster provides it. It is
+// called on every publish, so it must be cheap and safe for concurrent
+// use.
+type Fence func(streamID string) (token uint64, ok bool)
+
+// ErrNotOwner is returned for a message the fence refused: this node does
+// not hold the stream's lease (any more).
+var ErrNotOwner = errors.New("this node does not hold the stream's lease")
+
 // NATSOptions configure a NATS sink.
 type NATSOptions struct {
 	// URL is a NATS URL or a comma-separated list of cluster URLs.
@@ -79,6 +102,9 @@ type NATSOptions struct {
 	Name string
 	// Token is presented to the server when not empty.
 	Token string
+	// Node is node.id: the "node" field of detection messages and the
+	// Vigil-Node header of every message ("": neither).
+	Node string
 	// ReconnectBufSize bounds the bytes the client holds while
 	// disconnected (0: nats.go's default, nats.DefaultReconnectBufSize,
 	// 8 MiB); a publish that does not fit fails.
@@ -112,6 +138,8 @@ type NATSOptions struct {
 type NATS struct {
 	nc           *nats.Conn
 	prefix       string
+	node         string
+	fence        atomic.Pointer[Fence]
 	bufs         sync.Pool
 	m            *NATSMetrics
 	log          *zap.Logger
@@ -156,7 +184,7 @@ func DialNATS(ctx context.Context, o NATSOptions) (*NATS, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &NATS{prefix: o.Prefix, m: o.Metrics, log: log, closeTimeout: o.CloseTimeout, instance: pipeline.NewEpoch(), held: map[string]int{}}
+	s := &NATS{prefix: o.Prefix, node: o.Node, m: o.Metrics, log: log, closeTimeout: o.CloseTimeout, instance: pipeline.NewEpoch(), held: map[string]int{}}
 	opts := []nats.Option{nats.Name(o.Name), nats.Token(o.Token), nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second), nats.Timeout(2 * time.Second),
 		nats.DisconnectErrHandler(s.disconnected), nats.ReconnectHandler(s.reconnected),
@@ -264,13 +292,51 @@ func (s *NATS) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 // Conn returns the underlying connection (the registry uses it).
 func (s *NATS) Conn() *nats.Conn { return s.nc }
 
+// Node returns node.id as given in NATSOptions.
+func (s *NATS) Node() string { return s.node }
+
+// SetFence makes every later publish for a stream ask f first: a message
+// f refuses is not sent (ErrNotOwner, counted as undelivered with reason
+// not_owner), and one it allows carries its token in HeaderLease. Set it
+// before streams start; nil: every message is allowed, without a token.
+func (s *NATS) SetFence(f Fence) {
+	if f == nil {
+		s.fence.Store(nil)
+		return
+	}
+	s.fence.Store(&f)
+}
+
+// stampHeaders adds HeaderNode and HeaderLease to m, or returns
+// ErrNotOwner when the fence refuses streamID.
+func (s *NATS) stampHeaders(streamID string, m *nats.Msg) error {
+	if s.node != "" {
+		m.Header.Set(HeaderNode, s.node)
+	}
+	f := s.fence.Load()
+	if f == nil {
+		return nil
+	}
+	token, ok := (*f)(streamID)
+	if !ok {
+		return fmt.Errorf("%w %s", ErrNotOwner, streamID)
+	}
+	m.Header.Set(HeaderLease, strconv.FormatUint(token, 10))
+	return nil
+}
+
 // publish publishes m (one message of kind: KindDetections, KindEvents,
 // KindAlerts, KindAnalytics, KindCounts) and reports whether the client held it in its reconnect
 // buffer instead of sending it (the connection is down: see NATS). Errors
 // come from the client (the reconnect buffer is full, the connection is
 // closed, the message is too large); each is counted in
 // vigil_nats_undelivered_messages_total.
-func (s *NATS) publish(kind string, m *nats.Msg) (buffered bool, err error) {
+func (s *NATS) publish(streamID, kind string, m *nats.Msg) (buffered bool, err error) {
+	if err := s.stampHeaders(streamID, m); err != nil {
+		s.m.Undelivered.WithLabelValues(kind, UndeliveredNotOwner).Inc()
+		s.undelivered.Add(1)
+		return false, err
+	}
 	s.mu.Lock()
 	err = s.nc.PublishMsg(m)
 	if err == nil && s.nc.Status() != nats.CONNECTED {
@@ -294,6 +360,7 @@ func (s *NATS) publish(kind string, m *nats.Msg) (buffered bool, err error) {
 // client (closed connection, reconnect buffer full).
 func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 	m := stamp(r)
+	m.Node = s.node
 	buf, _ := s.bufs.Get().(*bytes.Buffer)
 	if buf == nil {
 		buf = new(bytes.Buffer)
@@ -308,7 +375,7 @@ func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 		Header:  nats.Header{"Nats-Msg-Id": []string{MsgID(r.StreamID, r.Epoch, r.Seq)}},
 		Data:    bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}),
 	}
-	buffered, err := s.publish(KindDetections, msg)
+	buffered, err := s.publish(r.StreamID, KindDetections, msg)
 	if err != nil {
 		return err
 	}
@@ -335,7 +402,7 @@ func (s *NATS) PublishStream(streamID, kind string, data []byte) error {
 // even when it is published again. Errors are PublishStream's.
 func (s *NATS) PublishStreamID(streamID, kind, msgID string, data []byte) error {
 	msg := &nats.Msg{Subject: StreamSubject(s.prefix, streamID, kind), Header: nats.Header{"Nats-Msg-Id": []string{msgID}}, Data: data}
-	_, err := s.publish(kind, msg)
+	_, err := s.publish(streamID, kind, msg)
 	return err
 }
 

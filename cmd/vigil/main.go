@@ -43,6 +43,7 @@ Usage:
                                    (--analytics FILE: tracks, zones and lines too)
   vigil tail [flags]               print the detections (--analytics: events and counts) a running vigil publishes
   vigil streams COMMAND            manage a running vigil's streams: ls, get, add, set, rm, apply
+  vigil nodes COMMAND              the fleet's nodes: ls, drain ID
   vigil shapes [flags]             each stream's resolution against its model's fixed input shape
   vigil doctor [flags]             health report from a running vigil's metrics
   vigil bench [flags]              measure decode, inference and pipeline speed
@@ -79,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCheckConfig(rest, stdout, stderr)
 	case "streams":
 		err = cmdStreams(rest, stdout, stderr)
+	case "nodes":
+		err = cmdNodes(rest, stdout, stderr)
 	case "doctor":
 		err = cmdDoctor(rest, stdout, stderr)
 	case "shapes":

@@ -191,7 +191,7 @@ nats: {listen: "127.0.0.1:0"}
 	testenv.Eventually(t, func() bool { st, _ := state("cam"); return st == "running" }, 30*time.Second, 50*time.Millisecond, "cam running")
 	out := streams("ls")
 	t.Log("\n" + out)
-	require.Regexp(t, `(?m)^ID\s+STATE\s+FPS IN\s+FPS OUT\s+FPS DROP\s+FPS SKIP\s+RESOLUTION\s+CODEC\s+RECONNECTS\s+MODEL\s+URL\s+ERROR$`, out)
+	require.Regexp(t, `(?m)^ID\s+STATE\s+NODE\s+FPS IN\s+FPS OUT\s+FPS DROP\s+FPS SKIP\s+RESOLUTION\s+CODEC\s+RECONNECTS\s+MODEL\s+URL\s+ERROR$`, out)
 	require.Regexp(t, `(?m)^gone\s+reconnecting\s+.*`+regexp.QuoteMeta(goneErr)+`$`, out, "the current error, whole")
 	require.Greater(t, len(goneErr), 60, "longer than the old column's cut")
 
@@ -209,7 +209,7 @@ nats: {listen: "127.0.0.1:0"}
 	_, camErr = state("cam") // the last attempt's, which may differ from the first's
 	out = streams("ls")
 	t.Log("\n" + out)
-	require.Regexp(t, `(?m)^cam\s+running\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+`, out)
+	require.Regexp(t, `(?m)^cam\s+running\s+\S+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+`, out)
 	require.NotContains(t, out, camErr, "a past error is not in the table")
 	out = streams("get", "cam")
 	t.Log("\n" + out)

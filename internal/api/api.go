@@ -61,6 +61,15 @@ type Options struct {
 	// Known returns the registry as vigil last read it (the streams it
 	// runs or holds stopped), for reads while NATS is down; nil: none.
 	Known func() []registry.Entry
+	// Where, when set, returns the node running a stream and its status
+	// there (this node's supervisor, or the status another node last
+	// reported); ("", nil) when no node runs it. It replaces Status.
+	Where func(id string) (node string, st *pipeline.StatusSnapshot)
+	// Nodes lists the fleet's nodes (GET /v1/nodes; package cluster's
+	// NodeStatus); Drain asks node id to hand its streams over (POST
+	// /v1/nodes/{id}/drain). nil: 404.
+	Nodes func(ctx context.Context) (any, error)
+	Drain func(ctx context.Context, id string) error
 	// Token, when not empty, is required as "Authorization: Bearer <Token>".
 	Token string
 	// Sources, when not nil, is api.allowed_sources: a stream whose URL it
@@ -104,6 +113,8 @@ var Routes = []Route{
 	{"PATCH", "/v1/streams/{id}", (*Server).patch},
 	{"DELETE", "/v1/streams/{id}", (*Server).delete},
 	{"GET", ReadyPath, (*Server).readyz},
+	{"GET", "/v1/nodes", (*Server).nodes},
+	{"POST", "/v1/nodes/{id}/drain", (*Server).drain},
 }
 
 // ReadyPath is the readiness endpoint: 200 "ready" when Options.Ready
@@ -142,6 +153,9 @@ type Stream struct {
 	registry.Spec
 	Revision uint64                   `json:"revision"`
 	Status   *pipeline.StatusSnapshot `json:"status,omitempty"`
+	// Node is the node.id of the node running the stream (absent when
+	// none does: disabled, or not placed yet).
+	Node string `json:"node,omitempty"`
 }
 
 // StreamList is the body of GET /v1/streams.
@@ -174,6 +188,10 @@ func writeErr(w http.ResponseWriter, code int, field, msg string) {
 
 func (s *Server) view(e registry.Entry) Stream {
 	v := Stream{Spec: e.Spec.Redacted(), Revision: e.Revision}
+	if s.o.Where != nil {
+		v.Node, v.Status = s.o.Where(e.Spec.ID)
+		return v
+	}
 	if s.o.Status != nil {
 		if st, ok := s.o.Status(e.Spec.ID); ok {
 			v.Status = &st
@@ -193,6 +211,38 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	_, _ = io.WriteString(w, "ready\n")
+}
+
+// NodeList is the body of GET /v1/nodes.
+type NodeList struct {
+	// Nodes are package cluster's NodeStatus values, by id.
+	Nodes any `json:"nodes"`
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
+	if s.o.Nodes == nil {
+		writeErr(w, http.StatusNotFound, "", "this vigil is not part of a fleet")
+		return
+	}
+	ns, err := s.o.Nodes(r.Context())
+	if err != nil {
+		writeErr(w, http.StatusServiceUnavailable, "", "reading the lease bucket: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, NodeList{Nodes: ns})
+}
+
+func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if s.o.Drain == nil {
+		writeErr(w, http.StatusNotFound, "", "this vigil is not part of a fleet")
+		return
+	}
+	if err := s.o.Drain(r.Context(), id); err != nil {
+		writeErr(w, http.StatusNotFound, "id", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"node": id, "status": "draining"})
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {

@@ -193,7 +193,9 @@ func (a *streamAnalytics) outputError(err error) {
 type natsAnalytics struct{ sink *sinks.NATS }
 
 func (n natsAnalytics) event(e *analytics.Event, _ bool) error {
-	b, err := json.Marshal(e)
+	ev := *e
+	ev.Node = n.sink.Node()
+	b, err := json.Marshal(&ev)
 	if err != nil {
 		return fmt.Errorf("encoding an analytics event: %w", err)
 	}
@@ -201,7 +203,9 @@ func (n natsAnalytics) event(e *analytics.Event, _ bool) error {
 }
 
 func (n natsAnalytics) counts(c *analytics.Counts, _ bool) error {
-	b, err := json.Marshal(c)
+	cs := *c
+	cs.Node = n.sink.Node()
+	b, err := json.Marshal(&cs)
 	if err != nil {
 		return fmt.Errorf("encoding analytics counts: %w", err)
 	}

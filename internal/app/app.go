@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -27,7 +28,9 @@ import (
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/api"
 	"github.com/vigil-video/vigil/internal/cli"
+	"github.com/vigil-video/vigil/internal/cluster"
 	"github.com/vigil-video/vigil/internal/config"
+	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/hwmon"
 	"github.com/vigil-video/vigil/internal/natsserver"
@@ -63,6 +66,9 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	// held to the same rule before anything listens.
 	if err := c.CheckExposure(); err != nil {
 		return cli.BadInput(err)
+	}
+	if c.Node.ID == "" { // a Config made without Parse
+		c.Node.ID = config.DefaultNodeID()
 	}
 	sources, err := c.Sources()
 	if err != nil {
@@ -120,7 +126,10 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	var ep Endpoints
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Per-node series carry label node (node.id); per-stream series do
+	// not: a stream's id names it across the fleet.
+	nodeReg := prometheus.WrapRegistererWith(prometheus.Labels{"node": c.Node.ID}, reg)
+	nodeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := pipeline.NewMetrics(reg)
 	engs.SetMetrics(metrics)
 	if hw := hwmon.Start(log); hw != nil {
@@ -196,8 +205,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			}
 		}
 	}
-	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix,
-		Metrics: sinks.NewNATSMetrics(reg), Logger: log.Named("nats")})
+	sink, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: ep.NATS, Token: natsToken, Prefix: c.NATS.SubjectPrefix, Node: c.Node.ID,
+		Metrics: sinks.NewNATSMetrics(nodeReg), Logger: log.Named("nats")})
 	if err != nil {
 		return err
 	}
@@ -222,8 +231,13 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		log.Info("registry seeded from the config", zap.Int("streams", n))
 	}
 
+	// Streams, loops and the fleet membership run under runCtx, which
+	// ends after the node has handed its streams over (drain), not at
+	// the signal.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
 	stats := pipeline.NewStats()
-	sup := pipeline.NewSupervisor(ctx)
+	sup := pipeline.NewSupervisor(runCtx)
 	if len(devices) > 1 {
 		log.Info("placing streams across GPUs", zap.Ints("devices", devices))
 	}
@@ -240,11 +254,36 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		decoders: engines.NewDecodePlacer(&c, len(devices)), reweigher: engines.NewReweigher(), known: map[string]registry.Entry{},
 		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{},
 		priorities: map[string]string{}, degraded: map[string]bool{}, models: map[string]string{}, lights: map[string]string{}, onLight: map[string]string{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
-			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration}}
+			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration},
+		events: make(chan func()), done: make(chan struct{})}
+	replicas := c.Cluster.Replicas
+	if replicas == 0 && c.NATS.Replicas > 1 {
+		replicas = c.NATS.Replicas // the registry's, for a cluster whose size the config states
+	}
+	node, err := cluster.New(octx, cluster.Options{Conn: sink.Conn(), Bucket: c.Cluster.Bucket, Replicas: replicas,
+		ID: c.Node.ID, Version: buildVersion(), TTL: c.Cluster.LeaseTTL.Duration,
+		Capacity: cluster.Capacity{DecodePixelsPerSecond: c.Cluster.DecodePixelsPerSecond, EnginePixelsPerSecond: c.Cluster.EnginePixelsPerSecond,
+			GPUs: gpuCount(&c, devices), MaxStreams: c.Cluster.MaxStreams},
+		RebalanceInterval: c.Cluster.RebalanceInterval.Duration, MaxMoves: c.Cluster.MaxMoves,
+		Runner: svc, Logger: log.Named("cluster"), Metrics: nodeReg})
+	if err != nil {
+		if errors.Is(err, cluster.ErrDuplicateNode) {
+			return cli.BadInput(err)
+		}
+		return err
+	}
+	svc.node = node
+	sink.SetFence(node.Fence)
+	log.Info("joined the fleet", zap.String("node", c.Node.ID), zap.String("bucket", c.Cluster.Bucket),
+		zap.Duration("lease_ttl", c.Cluster.LeaseTTL.Duration))
 	if c.API.Listen != "off" {
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
 			Classes: func(sp registry.Spec) *registry.FieldError { return engines.StreamClasses(&c, sp) },
-			Logger:  log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready}).Handler()
+			Logger:  log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready,
+			Where: func(id string) (string, *pipeline.StatusSnapshot) { return svc.where(id) },
+			Nodes: func(ctx context.Context) (any, error) { return cluster.Nodes(ctx, node.Bucket()) },
+			Drain: func(ctx context.Context, id string) error { return cluster.RequestDrain(ctx, node.Bucket(), id) },
+		}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
 			return fmt.Errorf("api.listen %s: %w", c.API.Listen, err)
@@ -272,36 +311,48 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.Run(ctx)
+			b.Run(runCtx)
 		}()
 	})
-	wg.Add(3)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
-		svc.alertLoop(ctx)
+		svc.loop(runCtx)
+	}()
+	nodeErr := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		if err := node.Run(runCtx); err != nil {
+			log.Error("leaving the fleet", zap.Error(err))
+			nodeErr <- err
+		}
 	}()
 	if every := c.Decode.ReweighInterval.Duration; svc.decoders != nil && every > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			svc.reweighLoop(ctx, every)
+			svc.reweighLoop(runCtx, every)
 		}()
 	}
 	go func() {
 		defer wg.Done()
-		svc.governorLoop(ctx)
+		svc.alertLoop(runCtx)
 	}()
 	go func() {
 		defer wg.Done()
-		for ctx.Err() == nil {
-			err := streams.WatchSynced(ctx, svc.reconcile, func(key string, err error) {
+		svc.governorLoop(runCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		for runCtx.Err() == nil {
+			err := streams.WatchSynced(runCtx, func(ch registry.Change) { svc.do(func() { svc.reconcile(ch) }) }, func(key string, err error) {
 				log.Error("ignoring a registry entry", zap.String("key", key), zap.Error(err))
 			}, func() { svc.synced.Store(true) })
 			svc.synced.Store(false)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && runCtx.Err() == nil {
 				log.Warn("registry watch failed; retrying", zap.Error(err))
 				select {
-				case <-ctx.Done():
+				case <-runCtx.Done():
 				case <-time.After(time.Second):
 				}
 			}
@@ -315,7 +366,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			defer t.Stop()
 			for {
 				select {
-				case <-ctx.Done():
+				case <-runCtx.Done():
 					return
 				case <-t.C:
 					writeProgress(progress, stats.Snapshot(), sink.State(), time.Now())
@@ -323,11 +374,51 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			}
 		}()
 	}
-	<-ctx.Done()
-	log.Info("shutting down")
+	var runErr error
+	select {
+	case <-ctx.Done():
+		// Hand the streams over before stopping them: each runs on
+		// another node after its start-up there (docs/architecture.md).
+		log.Info("shutting down: handing streams over to the other nodes")
+		// Within the 15 s cmd/vigil gives a shutdown before it forces
+		// the exit; streams not handed over by then expire elsewhere.
+		dctx, cancel := context.WithTimeout(context.Background(), min(c.Cluster.LeaseTTL.Duration, 10*time.Second))
+		start := time.Now()
+		n := node.Drain(dctx)
+		cancel()
+		log.Info("streams handed over", zap.Int("streams", n), zap.Duration("took", time.Since(start)))
+	case runErr = <-nodeErr:
+	}
+	stopRun()
 	wg.Wait()
 	sup.Wait()
-	return nil
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	node.Close(cctx)
+	cancel()
+	return runErr
+}
+
+// buildVersion is the version vigil was built as (its module version or
+// VCS revision), for the node's entry.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return bi.Main.Version + "+" + s.Value[:12]
+		}
+	}
+	return bi.Main.Version
+}
+
+// gpuCount is the GPUs streams are placed on (0: CPU engines only).
+func gpuCount(c *config.Config, devices []int) int {
+	if engines.GPUChain(c.Infer.Provider) == nil || cuda.Init() != nil {
+		return 0
+	}
+	return len(devices)
 }
 
 // warnAPIExposure logs a WARN, at every start, for an API on an address

@@ -77,7 +77,7 @@ func TestNATSOutageVisible(t *testing.T) {
 	v.WaitState("cam", "running", 20*time.Second)
 	normal := regexp.MustCompile(`(?m)^cam\s+in\s+[\d.]+ fps  out\s+[1-9][\d.]* fps  p50`)
 	testenv.Eventually(t, func() bool { return normal.MatchString(v.Progress.String()) }, 10*time.Second, 20*time.Millisecond, "a plain progress line for cam")
-	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, "vigil_nats_connected"))
+	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, "vigil_nats_connected{node=\""+vigiltest.NodeID+"\"}"))
 
 	x.stop()
 	mark := len(v.Progress.String())
@@ -87,9 +87,9 @@ func TestNATSOutageVisible(t *testing.T) {
 		p := v.Progress.String()[mark:]
 		return buffered.MatchString(p) && natsLine.MatchString(p)
 	}, 10*time.Second, 20*time.Millisecond, "a buffered progress line and a NATS line")
-	require.Equal(t, 0.0, vigiltest.MetricValue(t, v, "vigil_nats_connected"))
-	require.Positive(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_bytes"))
-	require.Positive(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_messages"))
+	require.Equal(t, 0.0, vigiltest.MetricValue(t, v, "vigil_nats_connected{node=\""+vigiltest.NodeID+"\"}"))
+	require.Positive(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_bytes{node=\""+vigiltest.NodeID+"\"}"))
+	require.Positive(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_messages{node=\""+vigiltest.NodeID+"\"}"))
 	require.Equal(t, 1.0, vigiltest.MetricValue(t, v, `vigil_stream_up{stream="cam"}`), "the stream runs; its output is what is held")
 
 	// The registry is on NATS: the list comes from what vigil last read,
@@ -117,7 +117,7 @@ func TestNATSOutageVisible(t *testing.T) {
 	require.NoError(t, client.PrintStreamList(&table, "table", l, time.Now()))
 	t.Log("\n" + table.String())
 	require.Regexp(t, `(?m)^NATS is down \(for \d+ s\): [1-9]\d* messages`, table.String())
-	require.Regexp(t, `(?m)^cam\s+running\s+[\d.]+\s+[\d.]+ \([\d.]+ buffered\)`, table.String())
+	require.Regexp(t, `(?m)^cam\s+running\s+vigiltest\s+[\d.]+\s+[\d.]+ \([\d.]+ buffered\)`, table.String())
 	code, b = v.Call("GET", "/v1/streams/cam", "")
 	require.Equal(t, http.StatusOK, code, string(b))
 	code, _ = v.Call("GET", "/v1/streams/nope", "")
@@ -138,10 +138,10 @@ func TestNATSOutageVisible(t *testing.T) {
 
 	x.start()
 	testenv.Eventually(t, func() bool {
-		return vigiltest.MetricValue(t, v, "vigil_nats_connected") == 1 && vigiltest.MetricValue(t, v, "vigil_nats_reconnects_total") == 1
+		return vigiltest.MetricValue(t, v, "vigil_nats_connected{node=\""+vigiltest.NodeID+"\"}") == 1 && vigiltest.MetricValue(t, v, "vigil_nats_reconnects_total{node=\""+vigiltest.NodeID+"\"}") == 1
 	}, 15*time.Second, 20*time.Millisecond, "vigil_nats_connected 1 and one reconnect")
 	v.WaitLogs(`"msg":"NATS reconnected"`)
-	require.Zero(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_messages"))
+	require.Zero(t, vigiltest.MetricValue(t, v, "vigil_nats_reconnect_buffer_messages{node=\""+vigiltest.NodeID+"\"}"))
 	// The buffered rate covers the progress line's window (complete
 	// seconds), so the first lines after the reconnect may still show the
 	// frames held before it: wait for the newest line to be plain.

@@ -6,7 +6,8 @@ import "errors"
 // NATS connection is up and the registry watch has read every stream,
 // so each stream it runs has been started (its supervisor launched;
 // whether the camera answers is the stream's own status, not the
-// node's). A fleet node refines this with its leases.
+// node's), and it holds its leases or can take some (cluster.Node.Ready:
+// its entry in the lease bucket is current and it is not draining).
 func (s *service) ready() error {
 	if st := s.sink.State(); !st.Connected {
 		return errors.New("NATS unreachable")
@@ -14,5 +15,5 @@ func (s *service) ready() error {
 	if !s.synced.Load() {
 		return errors.New("stream registry not read yet")
 	}
-	return nil
+	return s.node.Ready()
 }

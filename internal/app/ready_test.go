@@ -62,12 +62,13 @@ data_dir: %s
 api: {listen: "127.0.0.1:0", token_file: %s}
 log: {level: warn}
 metrics: {listen: "off"}
+node: {id: node%d}
 nats:
   listen: 127.0.0.1:0
   token_file: %s
   replicas: 3
   cluster: {listen: %s, server_name: node%d, routes: [%s]}
-`, filepath.Join(dir, fmt.Sprint(i)), tokenFile, tokenFile, strings.TrimPrefix(routes[i], "nats://"), i,
+`, filepath.Join(dir, fmt.Sprint(i)), tokenFile, i, tokenFile, strings.TrimPrefix(routes[i], "nats://"), i,
 			strings.Join(routes, ", "))), "node.yaml")
 		require.NoError(t, err)
 		n := &node{ep: make(chan app.Endpoints, 1), before: make(chan string, 1), done: make(chan error, 1)}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/internal/allowlist"
+	"github.com/vigil-video/vigil/internal/cluster"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/registry"
@@ -55,11 +56,11 @@ type service struct {
 	// running streams (reweighLoop).
 	decoders  *pipeline.Placer
 	reweigher *pipeline.Reweigher
-	// placeMu serialises what changes placement: registry changes
-	// (reconcile, on the watch goroutine) and reweighing (reweighLoop).
-	// It guards placer, decoders, reweigher, specs and analyzers, and
-	// keeps sup.Apply to one caller at a time (Apply reads and writes its
-	// stream under two separate locks).
+	// placeMu serialises what changes placement: registry changes and
+	// the fleet node's start and stop calls (on the service's loop) and
+	// reweighing (reweighLoop). It guards placer, decoders, reweigher,
+	// specs and analyzers, and keeps sup.Apply to one caller at a time
+	// (Apply reads and writes its stream under two separate locks).
 	placeMu sync.Mutex
 
 	// analytics are the analytics' metrics; analyzers the analyzer of
@@ -68,6 +69,14 @@ type service struct {
 	// goroutine and, for a stream reweighLoop moves, on that one.
 	analytics *analyticsMetrics
 	analyzers map[string]*streamAnalytics
+
+	// node is this vigil's membership in the fleet: a stream runs here
+	// only while node holds its lease. events serialises registry
+	// changes and the node's start and stop calls on one goroutine
+	// (loop), which owns specs, analyzers and the supervisor's writes.
+	node   *cluster.Node
+	events chan func()
+	done   chan struct{}
 
 	mu         sync.Mutex
 	known      map[string]registry.Entry // the registry as last read, for the API while NATS is down
@@ -82,8 +91,35 @@ type service struct {
 	gov     *pipeline.Governor
 }
 
-// reconcile applies one registry change; it runs on the watch goroutine,
-// so changes apply in bucket order.
+// loop runs the functions sent to events, in order, until ctx ends.
+func (s *service) loop(ctx context.Context) {
+	defer close(s.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-s.events:
+			f()
+		}
+	}
+}
+
+// do runs f on the service's loop and waits for it; false (f not run)
+// once the loop has ended.
+func (s *service) do(f func()) bool {
+	ran := make(chan struct{})
+	select {
+	case s.events <- func() { f(); close(ran) }:
+	case <-s.done:
+		return false
+	}
+	<-ran
+	return true
+}
+
+// reconcile applies one registry change on the loop, so changes apply
+// in bucket order. An enabled stream runs only while this node holds its
+// lease.
 func (s *service) reconcile(ch registry.Change) {
 	s.placeMu.Lock()
 	defer s.placeMu.Unlock()
@@ -123,7 +159,80 @@ func (s *service) reconcile(ch registry.Change) {
 		s.unplace(sp.ID)
 		return
 	}
+	if !s.node.Holds(sp.ID) {
+		s.stopHere(sp.ID, "held by another node")
+		return
+	}
 	s.start(sp, version)
+}
+
+// stopHere stops a stream that runs elsewhere now (or nowhere) and
+// forgets it here.
+func (s *service) stopHere(id, why string) {
+	if s.sup.Remove(id) {
+		s.forget(id)
+		s.log.Info("stream stopped on this node", zap.String("stream", id), zap.String("reason", why))
+	}
+	s.unplace(id)
+}
+
+// Start implements cluster.Runner: this node took stream id's lease.
+func (s *service) Start(id string) {
+	s.do(func() {
+		s.mu.Lock()
+		e, ok := s.known[id]
+		s.mu.Unlock()
+		if ok && e.Spec.IsEnabled() && s.node.Holds(id) {
+			s.placeMu.Lock()
+			defer s.placeMu.Unlock()
+			s.start(e.Spec, s.version(e.Spec))
+		}
+	})
+}
+
+// Stop implements cluster.Runner: it returns once the stream publishes
+// no more.
+func (s *service) Stop(id string) {
+	if !s.do(func() {
+		s.placeMu.Lock()
+		defer s.placeMu.Unlock()
+		s.stopHere(id, "lease handed over or lost")
+	}) {
+		s.sup.Remove(id) // the loop has ended: stop it here
+	}
+}
+
+// Wanted implements cluster.Runner: the enabled streams of the registry.
+func (s *service) Wanted() []cluster.Want {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]cluster.Want, 0, len(s.known))
+	for id, e := range s.known {
+		if e.Spec.IsEnabled() {
+			out = append(out, cluster.Want{ID: id, Priority: e.Spec.Priority})
+		}
+	}
+	return out
+}
+
+// Running implements cluster.Runner: each running stream's weight
+// (width x height x decoded fps), state, rates and fencing token.
+func (s *service) Running() map[string]cluster.StreamInfo {
+	out := map[string]cluster.StreamInfo{}
+	for _, id := range s.sup.IDs() {
+		st, ok := s.sup.Status(id)
+		if !ok {
+			continue
+		}
+		info := cluster.StreamInfo{State: string(st.State), FPSIn: st.FPSIn, FPSOut: st.FPSOut, Lease: s.node.Token(id)}
+		// The rates are over the last 5 s: a weight once they cover
+		// running time only.
+		if st.State == pipeline.StateRunning && time.Since(st.Since) >= 5*time.Second {
+			info.Weight = float64(st.Width*st.Height) * st.FPSIn
+		}
+		out[id] = info
+	}
+	return out
 }
 
 // forget drops what the service keeps of a stream that stopped for good
@@ -179,6 +288,22 @@ func (s *service) reloadAnalytics(sp registry.Spec) {
 	}
 	s.log.Info("stream analytics reconfigured without a restart", zap.String("stream", sp.ID),
 		zap.Bool("analytics", sp.Analytics != nil))
+}
+
+// where returns the node running stream id and its status: this node's
+// supervisor when it runs here, else what the running node last reported
+// in its entry (state and rates only).
+func (s *service) where(id string) (string, *pipeline.StatusSnapshot) {
+	if st, ok := s.sup.Status(id); ok && s.node.Holds(id) {
+		return s.node.ID(), &st
+	}
+	if w, ok := s.node.Where(id); ok {
+		return w.Node, &pipeline.StatusSnapshot{State: pipeline.State(w.State), FPSIn: w.FPSIn, FPSOut: w.FPSOut}
+	}
+	if st, ok := s.sup.Status(id); ok { // disabled here, or failed
+		return "", &st
+	}
+	return "", nil
 }
 
 // knownEntries returns the registry as the service last read it (every
@@ -455,6 +580,7 @@ func (s *service) alertLoop(ctx context.Context) {
 			}
 			known = current
 			for _, al := range a.Due(now) {
+				al.Node = s.sink.Node()
 				b, err := json.Marshal(al)
 				if err == nil {
 					err = s.sink.PublishStream(al.StreamID, sinks.KindAlerts, b)
@@ -625,6 +751,7 @@ func (s *service) setDegraded(id string, on bool, reason string) {
 
 // publishEvent sends a lifecycle event to <prefix>.<stream_id>.events.
 func (s *service) publishEvent(e pipeline.Event) {
+	e.Node = s.sink.Node()
 	b, err := json.Marshal(e)
 	if err == nil {
 		err = s.sink.PublishStream(e.StreamID, sinks.KindEvents, b)

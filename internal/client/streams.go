@@ -195,6 +195,9 @@ var streamColumns = []streamColumn{
 		}
 		return "-"
 	}},
+	// The node.id of the node running it (any node's API shows every
+	// stream of the fleet).
+	{"NODE", func(s api.Stream, _ *pipeline.StatusSnapshot) string { return orDash(s.Node) }},
 	{"FPS IN", statusValue(func(st *pipeline.StatusSnapshot) string { return fmt.Sprintf("%.1f", st.FPSIn) })},
 	{"FPS OUT", statusValue(func(st *pipeline.StatusSnapshot) string {
 		if st.FPSBuffered > 0 {

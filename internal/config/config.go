@@ -54,7 +54,9 @@ type Config struct {
 	API      API      `yaml:"api"`
 	Log      Log      `yaml:"log"`
 	Metrics  Metrics  `yaml:"metrics"`
+	Node     Node     `yaml:"node"`
 	NATS     NATS     `yaml:"nats"`
+	Cluster  Cluster  `yaml:"cluster"`
 	Infer    Infer    `yaml:"infer"`
 	Decode   Decode   `yaml:"decode"`
 	Pipeline Pipeline `yaml:"pipeline"`
@@ -179,6 +181,50 @@ type NATSCluster struct {
 	// find (NAT, a container's published port); empty: nats-server's own
 	// choice.
 	Advertise string `yaml:"advertise"`
+}
+
+// Node names this vigil among the nodes that share a registry.
+type Node struct {
+	// ID names this node in every message it publishes (the "node" field
+	// and the Vigil-Node header), in its metrics (label node on the
+	// per-node series) and in `vigil nodes ls`: 1-64 characters of A-Z a-z
+	// 0-9 _ -. Two running nodes cannot share one: the second refuses to
+	// start, naming the first. Empty: the host name.
+	ID string `yaml:"id" default:"the host name, other characters replaced by -"`
+}
+
+// Cluster configures how the nodes sharing a registry split its streams
+// (docs/architecture.md, "The fleet"): each enabled stream is run by the
+// one node holding its lease, a key in a JetStream key-value bucket.
+type Cluster struct {
+	// Bucket is the JetStream key-value bucket of leases, nodes and
+	// placement requests.
+	Bucket string `yaml:"bucket"`
+	// LeaseTTL is how long a lease lasts without renewal (at least 1s):
+	// a dead node's streams run again elsewhere within about this plus
+	// their start-up. Leases are renewed every quarter of it, and a node
+	// stops a stream when three quarters have passed since its last
+	// successful renewal (on its monotonic clock), so it never publishes
+	// after another node could have taken over.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// Replicas is the bucket's replica count; 0: nats.replicas when that
+	// is above 1, else 3 when the NATS cluster has 3 or more servers, else
+	// 1.
+	Replicas int `yaml:"replicas"`
+	// MaxStreams is the most streams this node runs (0: no limit).
+	MaxStreams int `yaml:"max_streams"`
+	// DecodePixelsPerSecond and EnginePixelsPerSecond are this node's
+	// decode and inference capacities (width x height x fps summed over
+	// streams, e.g. from `vigil bench --streams`); streams are placed on
+	// the node with the lowest load relative to the smaller of the two. 0:
+	// unknown, taken as 8 streams of 1080p at 30 fps.
+	DecodePixelsPerSecond float64 `yaml:"decode_pixels_per_second"`
+	EnginePixelsPerSecond float64 `yaml:"engine_pixels_per_second"`
+	// RebalanceInterval is how often the placer moves streams to even out
+	// the nodes' loads (a node joined), at most MaxMoves per interval and
+	// never the same stream twice in a row.
+	RebalanceInterval Duration `yaml:"rebalance_interval"`
+	MaxMoves          int      `yaml:"max_moves"`
 }
 
 // MQTT configures the embedded NATS server's MQTT listener.
@@ -622,6 +668,23 @@ const DefaultBudgetMS = 200
 
 func ptr[T any](v T) *T { return &v }
 
+// DefaultNodeID is node.id's default: the host name with every character
+// outside A-Z a-z 0-9 _ - replaced by - (a node id is a key token), cut
+// to 64; "vigil" when the host name is unknown.
+func DefaultNodeID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "vigil"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	return string(b[:min(len(b), 64)])
+}
+
 // Default returns the configuration used when a file sets nothing.
 func Default() Config {
 	five := Duration{5 * time.Second}
@@ -632,6 +695,7 @@ func Default() Config {
 		Metrics: Metrics{Listen: "127.0.0.1:9090"},
 		NATS: NATS{Listen: "127.0.0.1:4222", SubjectPrefix: "vigil", Bucket: "vigil_streams", Replicas: 1, MQTT: MQTT{Listen: "off"},
 			Cluster: NATSCluster{Listen: "off", Name: "vigil"}, SyncInterval: DefaultSyncInterval},
+		Cluster: Cluster{Bucket: "vigil_leases", LeaseTTL: Duration{10 * time.Second}, RebalanceInterval: Duration{10 * time.Second}, MaxMoves: 2},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
 		Decode: Decode{HWAccel: "none", NVDECMode: "direct", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}},
@@ -760,6 +824,9 @@ func (c *Config) expand() {
 }
 
 func (c *Config) fill() {
+	if c.Node.ID == "" {
+		c.Node.ID = DefaultNodeID()
+	}
 	for i := range c.Streams {
 		c.FillStream(&c.Streams[i])
 	}
@@ -861,6 +928,30 @@ func (c *Config) Validate() error {
 	}
 	if !registryBucket.MatchString(c.NATS.Bucket) {
 		p.add("nats.bucket", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", c.NATS.Bucket)
+	}
+	if !registryBucket.MatchString(c.Node.ID) {
+		p.add("node.id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", c.Node.ID)
+	}
+	if !registryBucket.MatchString(c.Cluster.Bucket) || c.Cluster.Bucket == c.NATS.Bucket {
+		p.add("cluster.bucket", "%q: want 1-64 characters of A-Z a-z 0-9 _ -, not nats.bucket", c.Cluster.Bucket)
+	}
+	if c.Cluster.LeaseTTL.Duration < time.Second {
+		p.add("cluster.lease_ttl", "%s: want at least 1s", c.Cluster.LeaseTTL.Duration)
+	}
+	if c.Cluster.Replicas < 0 || c.Cluster.Replicas > 5 {
+		p.add("cluster.replicas", "%d: want 0 (automatic) to 5", c.Cluster.Replicas)
+	}
+	if c.Cluster.MaxStreams < 0 {
+		p.add("cluster.max_streams", "%d: want 0 (no limit) or more", c.Cluster.MaxStreams)
+	}
+	if c.Cluster.DecodePixelsPerSecond < 0 || c.Cluster.EnginePixelsPerSecond < 0 {
+		p.add("cluster.decode_pixels_per_second", "want 0 (unknown) or more, and the same for engine_pixels_per_second")
+	}
+	if c.Cluster.RebalanceInterval.Duration < c.Cluster.LeaseTTL.Duration/4 {
+		p.add("cluster.rebalance_interval", "%s: want at least a quarter of cluster.lease_ttl", c.Cluster.RebalanceInterval.Duration)
+	}
+	if c.Cluster.MaxMoves < 0 {
+		p.add("cluster.max_moves", "%d: want 0 (no rebalancing) or more", c.Cluster.MaxMoves)
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		p.add("nats.replicas", "%d: want 1 to 5", c.NATS.Replicas)

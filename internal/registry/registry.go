@@ -190,8 +190,10 @@ func (r *Registry) Update(ctx context.Context, s Spec, rev uint64) (uint64, erro
 		return 0, err
 	}
 	n, err := r.kv.Update(ctx, Key(s.ID), b, rev)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	// A single server answers a lost compare-and-set with error code
+	// 10071 and a replicated bucket mostly with 10164; nats.go maps both
+	// to ErrKeyRevisionMismatch.
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("%w: %s", ErrConflict, s.ID)
 	}
 	return n, err

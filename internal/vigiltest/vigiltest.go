@@ -51,6 +51,10 @@ type Vigil struct {
 	done   chan error
 }
 
+// NodeID is the node.id Start gives a vigil whose body has no node
+// section: per-node series carry it (label node).
+const NodeID = "vigiltest"
+
 // Start runs app.Run with the given config body (YAML; data_dir, and the
 // API, NATS and metrics on free loopback ports unless body has its own
 // api, metrics or nats section, are added) and waits until ready. The
@@ -65,6 +69,9 @@ func Start(t *testing.T, dataDir, body string) *Vigil {
 	}
 	if !strings.Contains(body, "pipeline:") {
 		cfg += "pipeline: {progress_interval: 0s}\n"
+	}
+	if !regexp.MustCompile(`(?m)^node:`).MatchString(body) {
+		cfg += "node: {id: " + NodeID + "}\n"
 	}
 	c, err := config.Parse([]byte(cfg), "test.yaml")
 	require.NoError(t, err)
