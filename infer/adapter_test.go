@@ -26,10 +26,10 @@ func TestLetterbox(t *testing.T) {
 func box(x1, y1, x2, y2 float32) pipeline.Box { return pipeline.Box{X1: x1, Y1: y1, X2: x2, Y2: y2} }
 
 func TestIoU(t *testing.T) {
-	require.InDelta(t, 1.0, iou(box(0, 0, 10, 10), box(0, 0, 10, 10)), 1e-6)
-	require.InDelta(t, 25.0/175, iou(box(0, 0, 10, 10), box(5, 5, 15, 15)), 1e-6)
-	require.Zero(t, iou(box(0, 0, 1, 1), box(2, 2, 3, 3)))
-	require.Zero(t, iou(box(0, 0, 0, 0), box(0, 0, 0, 0)))
+	require.InDelta(t, 1.0, IoU(box(0, 0, 10, 10), box(0, 0, 10, 10)), 1e-6)
+	require.InDelta(t, 25.0/175, IoU(box(0, 0, 10, 10), box(5, 5, 15, 15)), 1e-6)
+	require.Zero(t, IoU(box(0, 0, 1, 1), box(2, 2, 3, 3)))
+	require.Zero(t, IoU(box(0, 0, 0, 0), box(0, 0, 0, 0)))
 }
 
 func TestNMSClassAware(t *testing.T) {

@@ -79,7 +79,7 @@ func compare(ref, cand []pipeline.Detection, marginal float32) Comparison {
 	for _, a := range ref {
 		best, bi := float32(0), -1
 		for j, b := range cand {
-			if v := iou(a.Box, b.Box); !used[j] && b.ClassID == a.ClassID && v > best {
+			if v := IoU(a.Box, b.Box); !used[j] && b.ClassID == a.ClassID && v > best {
 				best, bi = v, j
 			}
 		}

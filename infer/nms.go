@@ -6,9 +6,9 @@ import (
 	"github.com/vigil-video/vigil/pipeline"
 )
 
-// iou returns the intersection over union of two boxes (0 when disjoint or
-// degenerate).
-func iou(a, b pipeline.Box) float32 {
+// IoU returns the intersection over union of two boxes, in [0, 1] (0 when
+// disjoint or degenerate).
+func IoU(a, b pipeline.Box) float32 {
 	ix := min(a.X2, b.X2) - max(a.X1, b.X1)
 	iy := min(a.Y2, b.Y2) - max(a.Y1, b.Y1)
 	if ix <= 0 || iy <= 0 {
@@ -42,7 +42,7 @@ func nmsClassAware(cands []pipeline.Detection, thr float32, dst []pipeline.Detec
 	for _, c := range cands {
 		keep := true
 		for _, k := range dst[start:] {
-			if k.ClassID == c.ClassID && iou(k.Box, c.Box) > thr {
+			if k.ClassID == c.ClassID && IoU(k.Box, c.Box) > thr {
 				keep = false
 				break
 			}
@@ -72,7 +72,7 @@ func weightedMerge(cands []pipeline.Detection, thr float32, dst []pipeline.Detec
 		kps := make([]pipeline.Point, len(best.Keypoints))
 		for j := i; j < len(cands); j++ {
 			c := cands[j]
-			if used[j] || iou(best.Box, c.Box) < thr {
+			if used[j] || IoU(best.Box, c.Box) < thr {
 				continue
 			}
 			used[j] = true

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"context"
 	"crypto/sha256"
 	_ "embed" // builtin.jpg
 	"encoding/hex"
@@ -55,35 +54,9 @@ var builtinJPEG []byte
 // people) through FFmpeg into a 4:2:0 picture; the caller releases it.
 // Errors: FFmpeg's, or a temporary file that cannot be written.
 func BuiltinFrame() (pipeline.Image, error) {
-	f, err := os.CreateTemp("", "vigil-builtin-*.jpg")
+	img, err := decode.FirstFrame(builtinJPEG)
 	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(builtinJPEG); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	s, err := decode.New(decode.Options{URL: f.Name()})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var img pipeline.Image
-	err = s.Run(ctx, func(fr *pipeline.Frame) {
-		if img == nil {
-			img = fr.Image
-			cancel()
-			return
-		}
-		fr.Image.Release()
-	})
-	if img == nil {
-		return nil, fmt.Errorf("decoding the built-in frame: %v", err)
+		return nil, fmt.Errorf("the built-in frame: %w", err)
 	}
 	return img, nil
 }

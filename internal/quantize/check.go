@@ -1,7 +1,6 @@
 package quantize
 
 import (
-	"context"
 	_ "embed" // the built-in frames
 	"errors"
 	"fmt"
@@ -36,43 +35,12 @@ func BuiltinFrames() ([]pipeline.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	faces, err := decodeJPEG(builtinFaces)
+	faces, err := decode.FirstFrame(builtinFaces)
 	if err != nil {
 		street.Release()
 		return nil, err
 	}
 	return []pipeline.Image{street, faces}, nil
-}
-
-func decodeJPEG(b []byte) (pipeline.Image, error) {
-	f, err := os.CreateTemp("", "vigil-builtin-*.jpg")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	_, werr := f.Write(b)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		return nil, err
-	}
-	s, err := decode.New(decode.Options{URL: f.Name()})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var img pipeline.Image
-	err = s.Run(ctx, func(fr *pipeline.Frame) {
-		if img == nil {
-			img = fr.Image
-			cancel()
-			return
-		}
-		fr.Image.Release()
-	})
-	if img == nil {
-		return nil, fmt.Errorf("decoding a built-in frame: %v", err)
-	}
-	return img, nil
 }
 
 // Agree runs the built-in frames through the fp32 engine and the INT8

@@ -1,6 +1,9 @@
 package quantize
 
-import "github.com/vigil-video/vigil/pipeline"
+import (
+	"github.com/vigil-video/vigil/infer"
+	"github.com/vigil-video/vigil/pipeline"
+)
 
 // Match is how one frame's detections of two engines pair up.
 type Match struct {
@@ -59,7 +62,7 @@ func Pair(ref, cand []pipeline.Detection, minIoU float32) Match {
 		a := ref[i]
 		best, bi := minIoU, -1
 		for j, b := range cand {
-			if v := boxIoU(a.Box, b.Box); !used[j] && b.ClassID == a.ClassID && v >= best {
+			if v := infer.IoU(a.Box, b.Box); !used[j] && b.ClassID == a.ClassID && v >= best {
 				best, bi = v, j
 			}
 		}
@@ -70,20 +73,4 @@ func Pair(ref, cand []pipeline.Detection, minIoU float32) Match {
 		}
 	}
 	return m
-}
-
-// boxIoU is the intersection over union of two boxes (0 when either is
-// empty).
-func boxIoU(a, b pipeline.Box) float32 {
-	ix := min(a.X2, b.X2) - max(a.X1, b.X1)
-	iy := min(a.Y2, b.Y2) - max(a.Y1, b.Y1)
-	if ix <= 0 || iy <= 0 {
-		return 0
-	}
-	inter := ix * iy
-	union := (a.X2-a.X1)*(a.Y2-a.Y1) + (b.X2-b.X1)*(b.Y2-b.Y1) - inter
-	if union <= 0 {
-		return 0
-	}
-	return inter / union
 }
