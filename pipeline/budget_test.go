@@ -24,7 +24,8 @@ func policyStream(c StreamConfig) (*stream, *int) {
 	if c.QueueSize == 0 {
 		c.QueueSize = 4
 	}
-	s := &stream{c: c, q: NewQueue(c.QueueSize), m: NewMetrics(nil).forStream("p"), log: zap.NewNop(), ctx: context.Background()}
+	s := &stream{c: c, q: NewQueue(c.QueueSize), m: NewMetrics(nil).forStream("p"), log: zap.NewNop(), ctx: context.Background(),
+		base: Route{Engine: c.Engine, Gate: c.Gate, Batcher: c.Batcher}}
 	s.m.status = c.Status
 	if c.FPSLimit > 0 {
 		s.admit = rate.NewLimiter(rate.Limit(c.FPSLimit), max(c.FPSBurst, 1))

@@ -10,6 +10,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -929,8 +930,10 @@ func (c *Config) Validate() error {
 	if !registryBucket.MatchString(c.NATS.Bucket) {
 		p.add("nats.bucket", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", c.NATS.Bucket)
 	}
-	if !registryBucket.MatchString(c.Node.ID) {
-		p.add("node.id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", c.Node.ID)
+	// Empty is the host name's (Parse fills it in; a config built from
+	// Default and not parsed still has it empty).
+	if id := cmp.Or(c.Node.ID, DefaultNodeID()); !registryBucket.MatchString(id) {
+		p.add("node.id", "%q: want 1-64 characters of A-Z a-z 0-9 _ -", id)
 	}
 	if !registryBucket.MatchString(c.Cluster.Bucket) || c.Cluster.Bucket == c.NATS.Bucket {
 		p.add("cluster.bucket", "%q: want 1-64 characters of A-Z a-z 0-9 _ -, not nats.bucket", c.Cluster.Bucket)
