@@ -324,7 +324,9 @@ func TestStallDetected(t *testing.T) {
 	s := v.WaitState("stall", "reconnecting", 15*time.Second)
 	require.Contains(t, s.Status.LastError, "timed out")
 	last := s.Status.LastFrame
-	e, ok := ev.First("reconnecting", time.Time{})
-	require.True(t, ok)
+	// The event travels through NATS after the status changes: wait for
+	// it (10 s: far beyond a loopback delivery, on a loaded machine).
+	testenv.Eventually(t, func() bool { _, ok := ev.First("reconnecting", time.Time{}); return ok }, 10*time.Second, 10*time.Millisecond, "a reconnecting event")
+	e, _ := ev.First("reconnecting", time.Time{})
 	require.Less(t, e.Time.Sub(last), 2*time.Second+time.Second, "stall detected within stall_timeout (+1 s)")
 }
