@@ -172,7 +172,7 @@ func (e *Engine) allocate(o Options) error {
 	names := []string{e.bind.Input}
 	ins := []ort.Value{e.input}
 	for _, c := range e.bind.Consts {
-		v, err := constTensor(c)
+		v, err := ConstTensor(c)
 		if err != nil {
 			return fmt.Errorf("input tensor %s: %w", c.Name, err)
 		}

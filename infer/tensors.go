@@ -50,8 +50,10 @@ func (e *Engine) allocateInput() error {
 	return nil
 }
 
-// constTensor makes the tensor of a constant input.
-func constTensor(c ConstInput) (ort.Value, error) {
+// ConstTensor makes the ONNX Runtime tensor of a constant input (int64,
+// int32 or float32 elements, of c.Shape). Errors: an element type it does
+// not know, or ONNX Runtime's.
+func ConstTensor(c ConstInput) (ort.Value, error) {
 	shape := ort.NewShape(c.Shape...)
 	switch c.Type {
 	case "int64":

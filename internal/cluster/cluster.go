@@ -1213,12 +1213,7 @@ func (n *Node) handOver(ctx context.Context, id, to string) {
 	if l == nil {
 		return
 	}
-	l.busy = true
-	n.o.Runner.Stop(id)
-	n.mu.Lock()
-	delete(n.held, id)
-	n.mu.Unlock()
-	n.m.held.Set(float64(n.heldCount()))
+	n.stopHeld(id, l)
 	b, _ := json.Marshal(leaseValue{Node: to, From: n.o.ID})
 	_, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, l.rev)
 	n.m.op("handover", err)
@@ -1231,6 +1226,17 @@ func (n *Node) handOver(ctx context.Context, id, to string) {
 	n.log.Info("stream handed over", zap.String("stream", id), zap.String("to", to))
 }
 
+// stopHeld marks l busy, stops its stream and forgets the lease here
+// (handOver and release then write it for the next owner).
+func (n *Node) stopHeld(id string, l *lease) {
+	l.busy = true
+	n.o.Runner.Stop(id)
+	n.mu.Lock()
+	delete(n.held, id)
+	n.mu.Unlock()
+	n.m.held.Set(float64(n.heldCount()))
+}
+
 // release deletes a held lease (revision-conditional) after stopping
 // its stream, so that it can be granted at once.
 func (n *Node) release(ctx context.Context, id string) {
@@ -1238,12 +1244,7 @@ func (n *Node) release(ctx context.Context, id string) {
 	if l == nil {
 		return
 	}
-	l.busy = true
-	n.o.Runner.Stop(id)
-	n.mu.Lock()
-	delete(n.held, id)
-	n.mu.Unlock()
-	n.m.held.Set(float64(n.heldCount()))
+	n.stopHeld(id, l)
 	err := n.kv.Delete(n.opctx(ctx), leasePrefix+id, jetstream.LastRevision(l.rev))
 	n.m.op("release", err)
 }

@@ -399,24 +399,11 @@ func newCollector(path string, b infer.Binding, names []string, threads int) (*c
 }
 
 func constValue(k infer.ConstInput) (ort.Value, error) {
-	shape := ort.NewShape(k.Shape...)
-	switch k.Type {
-	case "int64":
-		return ort.NewTensor(shape, append([]int64(nil), k.Values...))
-	case "int32":
-		v := make([]int32, len(k.Values))
-		for i, x := range k.Values {
-			v[i] = int32(x)
-		}
-		return ort.NewTensor(shape, v)
-	case "float32":
-		v := make([]float32, len(k.Values))
-		for i, x := range k.Values {
-			v[i] = float32(x)
-		}
-		return ort.NewTensor(shape, v)
+	v, err := infer.ConstTensor(k)
+	if err != nil {
+		return nil, fmt.Errorf("input %s: %w", k.Name, err)
 	}
-	return nil, fmt.Errorf("input %s: element type %s", k.Name, k.Type)
+	return v, nil
 }
 
 // run feeds one preprocessed input tensor and adds every activation to
