@@ -161,7 +161,7 @@ func nvdecOrdinal(device string) (int, error) {
 // of surfaces device frames and the parser's display delay. Errors: no
 // driver or no libnvcuvid.so.1 (wrapping cuda.ErrNoDriver or
 // cuda.ErrNoNVDEC), a bad device, CUDA failures.
-func newNVSession(codec astiav.CodecID, device string, surfaces, delay int, log *zap.Logger) (*nvSession, error) {
+func newNVSession(codec astiav.CodecID, device string, surfaces, delay int, poll time.Duration, log *zap.Logger) (*nvSession, error) {
 	vc, _, ok := nvdecCodec(codec)
 	if !ok {
 		return nil, fmt.Errorf("no direct NVDEC for %s", codec)
@@ -186,7 +186,7 @@ func newNVSession(codec astiav.CodecID, device string, surfaces, delay int, log 
 	}
 	if s.pool, err = newDevicePool(ord, surfaces, log); err == nil {
 		s.dec, err = ctx.NewVideoDecoder(cuda.VideoDecoderConfig{
-			Codec: vc, ExtraSurfaces: nvdecExtraSurfaces, DisplayDelay: delay, Stream: s.stream, Output: s.output,
+			Codec: vc, ExtraSurfaces: nvdecExtraSurfaces, DisplayDelay: delay, Stream: s.stream, Output: s.output, PollDecode: poll,
 		})
 	}
 	unlock()
@@ -579,7 +579,7 @@ func (s *Source) openDirect(cp *astiav.CodecParameters, st *astiav.Stream, bsfNa
 		if s.o.Realtime || s.kind != KindFile {
 			delay = nvdecDelayLive
 		}
-		sess, err := newNVSession(cp.CodecID(), s.o.HWDevice, surfaces, delay, s.o.Logger)
+		sess, err := newNVSession(cp.CodecID(), s.o.HWDevice, surfaces, delay, s.o.NVDECPoll, s.o.Logger)
 		if err != nil {
 			return nil, err
 		}

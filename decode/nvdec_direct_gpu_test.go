@@ -328,6 +328,7 @@ func TestNVDECDecodeRate(t *testing.T) {
 	if v, err := strconv.ParseFloat(os.Getenv("VIGIL_NVDEC_RATE_SECONDS"), 64); err == nil && v > 1 {
 		secs = v
 	}
+	poll := pollFromEnv()
 	dev := nvmlDevice(t)
 	for _, run := range strings.Fields(spec) {
 		mode, ns, ok := strings.Cut(run, ":")
@@ -337,9 +338,16 @@ func TestNVDECDecodeRate(t *testing.T) {
 		for _, s := range strings.Split(ns, ",") {
 			n, err := strconv.Atoi(s)
 			require.NoError(t, err)
-			measureRate(t, clip, m, n, secs, dev)
+			measureRate(t, clip, m, n, secs, poll, dev)
 		}
 	}
+}
+
+// pollFromEnv is Options.NVDECPoll for the measuring tests:
+// $VIGIL_NVDEC_POLL_US µs, 0 when unset.
+func pollFromEnv() time.Duration {
+	v, _ := strconv.Atoi(os.Getenv("VIGIL_NVDEC_POLL_US"))
+	return time.Duration(v) * time.Microsecond
 }
 
 // profileWindow starts a CPU profile of the measured window into
@@ -405,7 +413,7 @@ func procStat() (total, idle uint64) {
 	return total, idle
 }
 
-func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64, dev nvml.Device) {
+func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64, poll time.Duration, dev nvml.Device) {
 	label := fmt.Sprintf("vigil-%s-n%d%s", mode, n, os.Getenv("VIGIL_NVDEC_RATE_LABEL"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -416,7 +424,7 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
-		src, err := New(Options{URL: clip, Loop: true, HWAccel: HWCUDA, NVDEC: mode, StreamID: strconv.Itoa(i)})
+		src, err := New(Options{URL: clip, Loop: true, HWAccel: HWCUDA, NVDEC: mode, StreamID: strconv.Itoa(i), NVDECPoll: poll})
 		require.NoError(t, err)
 		srcs[i] = src
 		wg.Add(1)
@@ -485,6 +493,15 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	stopProfile()
 	close(stop)
 	<-sampled
+	// The sessions' counts of pictures slept for before mapping (read while
+	// they run: a torn read only blurs a figure that is printed, not judged).
+	var polled, polls uint64
+	for _, s := range srcs {
+		if s.nv != nil && s.nv.s != nil && s.nv.s.dec != nil {
+			st := s.nv.s.dec.Stats()
+			polled, polls = polled+st.Polled, polls+st.Polls
+		}
+	}
 	cancel()
 	wg.Wait()
 	win := t2.Sub(t1).Seconds()
@@ -523,9 +540,9 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	}
 	line := fmt.Sprintf("RESULT label=%s mode=%s sessions=%d fps=%.1f per_session=%.1f min_session=%.1f max_session=%.1f window_s=%.2f "+
 		"dec_util_mean=%.1f dec_util_max=%.0f nvml_n=%d video_mhz=%.0f proc_cores=%.2f cpu_us_per_frame=%.1f host_busy_pct=%.1f "+
-		"startup_s=%.2f decode_errors=%d corrupt_frames=%d",
+		"startup_s=%.2f decode_errors=%d corrupt_frames=%d poll_us=%d polled=%d polls=%d",
 		label, mode, n, fps, fps/float64(n), mn, mx, win, mean(util), umax, len(util), mean(clk),
-		(cpu2-cpu1)/win, (cpu2-cpu1)/float64(max(frames, 1))*1e6, busy, startup.Seconds(), decErrs, corrupt)
+		(cpu2-cpu1)/win, (cpu2-cpu1)/float64(max(frames, 1))*1e6, busy, startup.Seconds(), decErrs, corrupt, poll.Microseconds(), polled, polls)
 	fmt.Println(line)
 	t.Log(line)
 	for i, err := range errs {

@@ -72,7 +72,7 @@ func measureStart(t *testing.T, clip string, mode NVDECMode, n int, secs float64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
-		src, err := New(Options{URL: clip, Loop: true, Realtime: true, HWAccel: HWCUDA, NVDEC: mode, StreamID: strconv.Itoa(i)})
+		src, err := New(Options{URL: clip, Loop: true, Realtime: true, HWAccel: HWCUDA, NVDEC: mode, StreamID: strconv.Itoa(i), NVDECPoll: pollFromEnv()})
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {

@@ -88,6 +88,11 @@ type Options struct {
 	// frames are 3.1 MB each (3.3 MB in NVDECDirect's pool, whose rows are
 	// aligned to 128 bytes; twice that for 10-bit streams).
 	HWSurfaces int
+	// NVDECPoll is cuda.VideoDecoderConfig.PollDecode of a direct NVDEC
+	// session (decode.nvdec_poll): 0 lets the driver wait for each
+	// picture as it maps it; a positive interval sleeps until the picture
+	// is decoded, checking its status at that interval, then maps it.
+	NVDECPoll time.Duration
 	// Logger defaults to a no-op logger. FFmpeg's lines about this input
 	// go to its child "ffmpeg", aggregated (see LogInterval).
 	Logger *zap.Logger

@@ -107,7 +107,8 @@ func decodeRate(ctx context.Context, k int, d time.Duration, opts func(j int) de
 func nvdecOptions(c *config.Config, src string, devs []int) func(j int) decode.Options {
 	return func(j int) decode.Options {
 		return decode.Options{URL: src, StreamID: "nvdec-" + strconv.Itoa(j), Loop: true, HWAccel: decode.HWCUDA,
-			HWDevice: strconv.Itoa(devs[j%len(devs)]), NVDEC: decode.NVDECDirect, HWSurfaces: c.Decode.HWSurfaces}
+			HWDevice: strconv.Itoa(devs[j%len(devs)]), NVDEC: decode.NVDECDirect, HWSurfaces: c.Decode.HWSurfaces,
+			NVDECPoll: c.Decode.NVDECPoll.Duration}
 	}
 }
 

@@ -386,6 +386,12 @@ type Decode struct {
 	// per-stream pool of device frames of this size (3.1 MB each at 1080p),
 	// and the decoder waits when all are out.
 	HWSurfaces int `yaml:"hw_surfaces"`
+	// NVDECPoll, for decode.nvdec direct: 0s lets the driver's
+	// cuvidMapVideoFrame64 wait for each decoded picture; a positive
+	// interval (at most 10ms) sleeps until cuvidGetDecodeStatus says the
+	// picture is decoded, checking at that interval, before mapping it
+	// (docs/gpu.md, "CPU per frame").
+	NVDECPoll Duration `yaml:"nvdec_poll"`
 }
 
 // TensorRT configures ONNX Runtime's TensorRT execution provider (see
@@ -1025,6 +1031,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Decode.ReweighInterval.Duration < 0 || (c.Decode.ReweighInterval.Duration > 0 && c.Decode.ReweighInterval.Duration < 100*time.Millisecond) {
 		p.add("decode.reweigh_interval", "%s: want 0s (never) or at least 100ms", c.Decode.ReweighInterval)
+	}
+	if c.Decode.NVDECPoll.Duration < 0 || c.Decode.NVDECPoll.Duration > 10*time.Millisecond {
+		p.add("decode.nvdec_poll", "%s: want 0s to 10ms", c.Decode.NVDECPoll.Duration)
 	}
 	if c.Decode.HWSurfaces < 1 || c.Decode.HWSurfaces > 64 {
 		p.add("decode.hw_surfaces", "%d: want 1 to 64", c.Decode.HWSurfaces)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nvdec.h"
 #include "_cgo_export.h"
@@ -251,6 +252,44 @@ int vigil_nv_status(vigil_nvdec *s, int idx, int *status) {
 	return r;
 }
 
+static double vigil_now_us(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+// vigil_nv_wait_decoded sleeps until picture idx is decoded by the
+// decoder's own account (cuvidGetDecodeStatus no longer
+// cuvidDecodeStatus_InProgress, 1), so that the map after it does not wait
+// inside the driver: first for 3/4 of the recent mean wait, then every
+// s->poll_us, for at most 100 ms (then the map waits as without it). The
+// mean (wait_ewma_us, weight 1/8 for the newest) includes the last sleep's
+// overshoot, so a wait that is always over before the first check shrinks
+// it until a check finds the picture in progress again.
+static void vigil_nv_wait_decoded(vigil_nvdec *s, int idx) {
+	double t0 = vigil_now_us();
+	int first = 1;
+	for (;;) {
+		CUVIDGETDECODESTATUS st;
+		memset(&st, 0, sizeof st);
+		if (vigil_nv_current(s->ctx) != 0 || vnd.GetDecodeStatus(s->dec, idx, &st) != 0) return;
+		if (st.decodeStatus != 1) break;
+		double waited = vigil_now_us() - t0;
+		if (waited > 100000) return;
+		double us = s->poll_us;
+		if (first) {
+			s->polled++;
+			if (s->wait_ewma_us * 0.75 > us) us = s->wait_ewma_us * 0.75;
+		}
+		first = 0;
+		s->polls++;
+		struct timespec ts = {(time_t)(us / 1e6), (long)((us - (double)(time_t)(us / 1e6) * 1e6) * 1e3)};
+		nanosleep(&ts, NULL);
+	}
+	double w = vigil_now_us() - t0;
+	s->wait_ewma_us = s->wait_ewma_us > 0 ? s->wait_ewma_us + (w - s->wait_ewma_us) / 8 : w;
+}
+
 // vigil_nv_copy maps picture d (post-processed on stream), copies its
 // luma_rows rows and then chroma_rows rows of interleaved chroma, each
 // row_bytes long, to dst (rows dst_pitch apart, chroma right after the
@@ -272,6 +311,7 @@ int vigil_nv_copy(vigil_nvdec *s, const CUVIDPARSERDISPINFO *d, uintptr_t stream
 	unsigned long long src = 0;
 	unsigned int pitch = 0;
 	*stage = 1;
+	if (s->poll_us > 0 && vnd.GetDecodeStatus) vigil_nv_wait_decoded(s, d->picture_index);
 	VIGIL_CTX(s->ctx);
 	CUresult r = vnd.MapVideoFrame64(s->dec, d->picture_index, &src, &pitch, &vpp);
 	if (r != 0) return r;

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime/cgo"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -239,6 +240,13 @@ type VideoDecoderConfig struct {
 	// Stream is where pictures are post-processed (mapped) and copied out
 	// (required).
 	Stream *Stream
+	// PollDecode, when positive, makes CopyTo sleep until the picture is
+	// decoded, checking cuvidGetDecodeStatus at this interval (after a
+	// first sleep of 3/4 of the recent mean wait), before it maps the
+	// picture, instead of letting cuvidMapVideoFrame64 wait inside the
+	// driver. Zero (or a driver without cuvidGetDecodeStatus): the map
+	// waits. Rounded down to whole µs.
+	PollDecode time.Duration
 	// Output receives each decoded picture, in display order, during Parse,
 	// Discontinuity and Flush. The picture is valid only during the call;
 	// nothing stays mapped after it. An error is returned by that Parse
@@ -252,6 +260,10 @@ type VideoDecoderStats struct {
 	// cuvidReconfigureDecoder calls that succeeded; Reused counts sequence
 	// headers (a new parser's first, a repeated one) that needed neither.
 	Created, Reconfigured, Reused int
+	// Polled counts the pictures CopyTo found still being decoded and slept
+	// for (VideoDecoderConfig.PollDecode); Polls the status checks that
+	// found a picture in progress, each followed by a sleep.
+	Polled, Polls uint64
 }
 
 // VideoDecoder is one stream's NVDEC session: the cuvid parser, which
@@ -310,6 +322,9 @@ func (c *Context) NewVideoDecoder(cfg VideoDecoderConfig) (*VideoDecoder, error)
 		d.h.Delete()
 		return nil, errors.New("cuda: NewVideoDecoder: out of memory")
 	}
+	if cfg.PollDecode > 0 {
+		d.s.poll_us = C.uint(max(cfg.PollDecode/time.Microsecond, 1))
+	}
 	return d, nil
 }
 
@@ -318,7 +333,13 @@ func (c *Context) NewVideoDecoder(cfg VideoDecoderConfig) (*VideoDecoder, error)
 func (d *VideoDecoder) Format() (VideoFormat, bool) { return d.fmt, d.has }
 
 // Stats returns the decoder's counts so far.
-func (d *VideoDecoder) Stats() VideoDecoderStats { return d.stats }
+func (d *VideoDecoder) Stats() VideoDecoderStats {
+	st := d.stats
+	if d.s != nil {
+		st.Polled, st.Polls = uint64(d.s.polled), uint64(d.s.polls)
+	}
+	return st
+}
 
 // maxSurfaces is VIGIL_MAX_SURFACES, the SDK's limit on decode surfaces.
 const maxSurfaces = C.VIGIL_MAX_SURFACES

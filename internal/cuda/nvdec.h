@@ -250,6 +250,14 @@ typedef struct vigil_nvdec {
 	int decode_errors, last_error;
 	// Pictures the parser asked to decode before a decoder existed.
 	int no_decoder;
+	// poll_us > 0: before mapping a picture, sleep until
+	// cuvidGetDecodeStatus says it is decoded (vigil_nv_copy), polling
+	// every poll_us µs after a first sleep of 3/4 of wait_ewma_us, the
+	// recent mean wait; polls and polled count the status checks that
+	// found it still in progress and the pictures waited for.
+	unsigned int poll_us;
+	double wait_ewma_us;
+	unsigned long long polls, polled;
 } vigil_nvdec;
 
 // Geometry of a decoder to create or reconfigure (from the sequence

@@ -49,6 +49,7 @@ func PlacementDevices(c *config.Config) ([]int, error) {
 func WithHW(o decode.Options, c *config.Config, dev int, nvdec bool) decode.Options {
 	o.HWAccel, o.HWDevice, o.HWSurfaces = decode.HWAccel(c.Decode.HWAccel), strconv.Itoa(dev), c.Decode.HWSurfaces
 	o.NVDEC = decode.NVDECMode(c.Decode.NVDECMode)
+	o.NVDECPoll = c.Decode.NVDECPoll.Duration
 	if c.Decode.HWAccel == "hybrid" {
 		o.HWAccel = decode.HWNone
 		if nvdec {
