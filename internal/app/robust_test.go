@@ -72,13 +72,22 @@ func TestSixteenStreamsOneStalled(t *testing.T) {
 	}
 	v.WaitState("stalls", "running", 30*time.Second)
 	v.WaitState("stalls", "reconnecting", 20*time.Second)
+	busy := testenv.StartContention()
 	from := time.Now()
 	time.Sleep(6 * time.Second)
 	to := time.Now()
+	// 85 % of real time leaves room for the 2-core machine's own jitter;
+	// when other processes took the cores, the rate says nothing about the
+	// stall, so it is judged only on a host not busy with other work.
+	others := busy.Others()
 	for i := 0; i < healthy; i++ {
 		id := fmt.Sprintf("h%02d", i)
 		n := frames.Between(id, from, to)
-		require.GreaterOrEqual(t, float64(n), 0.85*10*to.Sub(from).Seconds(), "%s: %d frames in %s", id, n, to.Sub(from))
+		if others > testenv.BusyHost {
+			t.Logf("%s: %d frames in %s, not judged: other processes used %.2f cores", id, n, to.Sub(from), others)
+		} else {
+			require.GreaterOrEqual(t, float64(n), 0.85*10*to.Sub(from).Seconds(), "%s: %d frames in %s (other processes used %.2f cores)", id, n, to.Sub(from), others)
+		}
 		s, _ := v.Stream(id)
 		require.Equal(t, "running", string(s.Status.State), id)
 		require.Zero(t, s.Status.Reconnects, id)
