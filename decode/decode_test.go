@@ -73,6 +73,8 @@ func TestHTTPSource(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF)
 	require.Equal(t, 270, n)
 	require.Equal(t, "mpeg4", src.Info().Codec)
+	// Megamind.avi declares 2997/125 fps (its AVI header).
+	require.InDelta(t, 2997.0/125, src.NominalFPS(), 1e-6)
 }
 
 // tree.avi has 68 coded frames at irregular gaps in 444 nominal slots: a

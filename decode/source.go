@@ -215,6 +215,16 @@ func (s *Source) Codec() string {
 	return ""
 }
 
+// NominalFPS returns the average frame rate of the last successful open's
+// video stream in frames per second, 0 when unknown or before the first
+// open (pipeline's status shows it as fps_nominal).
+func (s *Source) NominalFPS() float64 {
+	if i := s.info.Load(); i != nil {
+		return i.FPS
+	}
+	return 0
+}
+
 // Info returns the video stream of the last successful open, or nil.
 func (s *Source) Info() *Info { return s.info.Load() }
 

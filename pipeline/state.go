@@ -85,6 +85,7 @@ type Status struct {
 	width      int
 	height     int
 	codec      string
+	nominalFPS float64
 	epoch      string
 	in, out    rateMeter
 	buffered   rateMeter   // of out: results the sink held (NATS down)
@@ -137,6 +138,11 @@ type StatusSnapshot struct {
 	Width         int       `json:"width,omitempty"`
 	Height        int       `json:"height,omitempty"`
 	Codec         string    `json:"codec,omitempty"`
+	// FPSNominal is the stream's own frame rate in frames per second as
+	// its container or bitstream declares it (FFmpeg's average frame
+	// rate), read at each connection's first frame; 0 when unknown. Unlike
+	// FPSIn it does not fall when decoding falls behind.
+	FPSNominal float64 `json:"fps_nominal,omitempty"`
 	// Degraded: switched to a lower frame rate under sustained load.
 	Degraded bool `json:"degraded,omitempty"`
 	// Model is the model the stream's detections come from now: its own,
@@ -165,7 +171,7 @@ func (s *Status) Snapshot() StatusSnapshot {
 		State: s.state, Since: s.since, Epoch: s.epoch, FPSIn: s.in.rate(now), FPSOut: s.out.rate(now),
 		FPSBuffered: s.buffered.rate(now), FPSDropped: s.drops.rate(now), FPSSkipped: s.skips.rate(now),
 		LastFrame: s.lastFrame, LastError: s.lastErr, LastErrorTime: s.lastErrAt, Reconnects: s.reconnects,
-		Width: s.width, Height: s.height, Codec: s.codec, Degraded: s.degraded.Load(),
+		Width: s.width, Height: s.height, Codec: s.codec, FPSNominal: s.nominalFPS, Degraded: s.degraded.Load(),
 		ReorderDelayMS: float64(s.reorder.Load()) / 1e6, Model: s.model,
 	}
 	if s.lightModel != "" && s.light.Load() {
@@ -213,12 +219,15 @@ func (s *Status) setEpoch(e string) {
 	s.mu.Unlock()
 }
 
-func (s *Status) frameIn(f *Frame, codec string) {
+func (s *Status) frameIn(f *Frame, codec string, nominalFPS float64) {
 	s.mu.Lock()
 	s.lastFrame = f.Arrival
 	s.width, s.height = f.Image.Width(), f.Image.Height()
 	if codec != "" {
 		s.codec = codec
+	}
+	if nominalFPS > 0 {
+		s.nominalFPS = nominalFPS
 	}
 	s.in.mark(f.Arrival)
 	s.mu.Unlock()

@@ -107,6 +107,10 @@ type Route struct {
 // codecNamer is implemented by sources that know their codec (decode).
 type codecNamer interface{ Codec() string }
 
+// nominalRater is implemented by sources that know their stream's
+// nominal frame rate in frames per second, 0 when unknown (decode).
+type nominalRater interface{ NominalFPS() float64 }
+
 // RunStream runs one stream until its source ends (a non-looping file:
 // returns nil), fails for good (a non-live source's error, or a panic in
 // the source, engine or sink, is returned as the stream's failure) or ctx
@@ -168,6 +172,9 @@ func RunStream(ctx context.Context, c StreamConfig) error {
 	if cn, ok := c.Source.(codecNamer); ok {
 		s.codec = cn.Codec
 	}
+	if nr, ok := c.Source.(nominalRater); ok {
+		s.nominalFPS = nr.NominalFPS
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -215,6 +222,8 @@ type stream struct {
 	log   *zap.Logger
 	ctx   context.Context
 	codec func() string
+	// nominalFPS is the source's NominalFPS when it has one.
+	nominalFPS func() float64
 	// base is the route of StreamConfig's Engine, Gate and Batcher; the
 	// worker takes it or StreamConfig.Light per frame (route).
 	base Route
@@ -315,17 +324,21 @@ func (s *stream) ingest(ctx context.Context) error {
 
 // emit is the Source's callback: count, then enqueue without blocking.
 func (s *stream) emit(f *Frame) {
-	codec := ""
+	codec, fps := "", 0.0
 	first := !s.got
 	if first {
 		s.got = true
 		if s.codec != nil {
 			codec = s.codec()
 		}
+		if s.nominalFPS != nil {
+			fps = s.nominalFPS()
+		}
 	}
-	// The frame is in the status (size, codec) before the status says
-	// running, so a reader never sees a running stream without them.
-	s.c.Status.frameIn(f, codec)
+	// The frame is in the status (size, codec, nominal rate) before the
+	// status says running, so a reader never sees a running stream
+	// without them.
+	s.c.Status.frameIn(f, codec, fps)
 	if first {
 		s.transition(StateRunning, "", 0)
 	}

@@ -385,9 +385,8 @@ func (s *service) reweighLoop(ctx context.Context, every time.Duration) {
 	}
 }
 
-// reweigh hands each stream's measured pixel rate (frame size × frames
-// decoded per second over the last 5 s, once it has run that long) to the
-// reweigher, then rebalances NVDEC and the CPU: a camera that switched
+// reweigh hands each stream's pixel rate (frame size × frames per
+// second, once it has run 5 s: reweighFPS) to the reweigher, then rebalances NVDEC and the CPU: a camera that switched
 // resolution or frame rate moves, or others move, if that evens the load
 // (engines.NewReweigher and NewDecodePlacer say by how much). Rebalancing
 // at every reading, not only after a change, lets an imbalance larger
@@ -405,13 +404,31 @@ func (s *service) reweigh(now time.Time) {
 			continue
 		}
 		was, _ := s.decoders.Weight(id)
-		rate := engines.StreamPixelRate(st.Width, st.Height, st.FPSIn)
+		fps := reweighFPS(st)
+		rate := engines.StreamPixelRate(st.Width, st.Height, fps)
 		if s.reweigher.Observe(s.decoders, id, rate) {
 			s.log.Info("stream reweighed for hybrid decoding", zap.String("stream", id), zap.Float64("pixel_rate", rate),
-				zap.Float64("was", was), zap.Int("width", st.Width), zap.Int("height", st.Height), zap.Float64("fps", st.FPSIn))
+				zap.Float64("was", was), zap.Int("width", st.Width), zap.Int("height", st.Height), zap.Float64("fps", fps))
 		}
 	}
 	s.rebalanceDecoders()
+}
+
+// maxNominalFPS bounds the declared frame rates reweighFPS believes:
+// FFmpeg reports a guess such as 90,000 for some RTSP streams.
+const maxNominalFPS = 240
+
+// reweighFPS is the frame rate a stream is weighed by: the larger of its
+// declared rate (Status.FPSNominal, when plausible) and the rate it
+// decoded over the last 5 s. The decoded rate alone falls when decoding
+// falls behind, which would make an overloaded side's streams look
+// lighter and send it more; the declared rate alone misses a camera that
+// sends more than it declares.
+func reweighFPS(st pipeline.StatusSnapshot) float64 {
+	if st.FPSNominal > 0 && st.FPSNominal <= maxNominalFPS {
+		return max(st.FPSNominal, st.FPSIn)
+	}
+	return st.FPSIn
 }
 
 // restartMoved logs ("stream moved to rebalance <what>") and restarts each
