@@ -374,8 +374,9 @@ type Decode struct {
 	// nvdec_fps is.
 	CPUFPS float64 `yaml:"cpu_fps"`
 	// ReweighInterval is how often hybrid decoding reads each running
-	// stream's pixel rate (its frame size × frames decoded per second over
-	// the last 5 s) to reweigh it: a stream whose rate stays more than
+	// stream's pixel rate (its frame size × the larger of its declared
+	// frame rate and the frames it decoded per second over the last 5 s)
+	// to reweigh it: a stream whose rate stays more than
 	// 25 % off its weight for two readings in a row takes the new weight,
 	// and streams then move between NVDEC and the CPU if that evens the
 	// load by more than 5 % of a side's capacity, at most 2 moves a
