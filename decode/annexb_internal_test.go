@@ -176,3 +176,21 @@ func TestIsAnnexB(t *testing.T) {
 		require.Equal(t, want, isAnnexB([]byte(in)), "%q", in)
 	}
 }
+
+// hasPicture finds a VCL NAL unit behind 3- and 4-byte start codes, and
+// none in parameter sets and SEI alone (NAL unit types from ITU-T H.264
+// and H.265, Table 7-1 of each).
+func TestHasPicture(t *testing.T) {
+	sc4, sc3 := []byte{0, 0, 0, 1}, []byte{0, 0, 1}
+	au := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	// H.264: SPS 7, PPS 8, SEI 6, IDR slice 5, non-IDR slice 1.
+	require.False(t, hasPicture(astiav.CodecIDH264, au(sc4, []byte{0x67, 1, 2}, sc4, []byte{0x68, 3}, sc3, []byte{0x06, 4})))
+	require.True(t, hasPicture(astiav.CodecIDH264, au(sc4, []byte{0x67, 1}, sc3, []byte{0x65, 0x88})))
+	require.True(t, hasPicture(astiav.CodecIDH264, au(sc3, []byte{0x41, 0x9a})))
+	// HEVC (type in bits 1-6): VPS 32, SPS 33, PPS 34, prefix SEI 39;
+	// IDR_W_RADL 19, TRAIL_R 1.
+	require.False(t, hasPicture(astiav.CodecIDHevc, au(sc4, []byte{32 << 1, 1}, sc4, []byte{33 << 1, 1}, sc4, []byte{34 << 1, 1}, sc4, []byte{39 << 1, 1})))
+	require.True(t, hasPicture(astiav.CodecIDHevc, au(sc4, []byte{32 << 1, 1}, sc4, []byte{19 << 1, 1})))
+	require.True(t, hasPicture(astiav.CodecIDHevc, au(sc3, []byte{1 << 1, 1})))
+	require.False(t, hasPicture(astiav.CodecIDH264, nil))
+}

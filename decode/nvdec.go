@@ -232,8 +232,11 @@ func (s *nvSession) close() {
 
 // parse hands the parser one Annex B access unit, n bytes at data (an
 // FFmpeg packet's buffer), remembering the packet's metadata m for the
-// picture that gets its timestamp back.
-func (s *nvSession) parse(data unsafe.Pointer, n int, m pktMeta) error {
+// picture that gets its timestamp back. dropped reports an access unit
+// with a picture that the parser did not hand to decoding (a damaged
+// slice header; a picture before the stream's first keyframe): lost,
+// for the caller to count.
+func (s *nvSession) parse(data unsafe.Pointer, n int, m pktMeta) (dropped bool, err error) {
 	ts := m.pts
 	if ts == astiav.NoPtsValue {
 		ts = m.dts
@@ -252,7 +255,40 @@ func (s *nvSession) parse(data unsafe.Pointer, n int, m pktMeta) error {
 	defer func() { s.dts = astiav.NoPtsValue }()
 	s.share()
 	defer s.unshared()
-	return s.dec.ParseC(data, n, ts, true)
+	before := s.dec.Pictures()
+	if err := s.dec.ParseC(data, n, ts, true); err != nil {
+		return false, err
+	}
+	// An access unit is parsed with CUVID_PKT_ENDOFPICTURE, so its picture
+	// reaches the decode callback during this call, or never.
+	return s.dec.Pictures() == before && hasPicture(s.codec, unsafe.Slice((*byte)(data), n)), nil
+}
+
+// errParserDropped is the error logged for a picture the parser dropped.
+var errParserDropped = errors.New("the NVDEC parser dropped an access unit's picture without decoding it")
+
+// hasPicture reports whether the Annex B access unit b holds a coded
+// picture: a VCL NAL unit (H.264 nal_unit_type 1 to 5, ITU-T H.264
+// Table 7-1; HEVC 0 to 31, ITU-T H.265 Table 7-1).
+func hasPicture(codec astiav.CodecID, b []byte) bool {
+	for i := 0; i+3 < len(b); i++ {
+		if b[i] != 0 || b[i+1] != 0 || b[i+2] != 1 {
+			continue
+		}
+		h := b[i+3]
+		switch codec {
+		case astiav.CodecIDH264:
+			if t := h & 0x1f; t >= 1 && t <= 5 {
+				return true
+			}
+		case astiav.CodecIDHevc:
+			if t := (h >> 1) & 0x3f; t <= 31 {
+				return true
+			}
+		}
+		i += 2
+	}
+	return false
 }
 
 // header hands the parser codec headers outside any picture (an Annex B
@@ -652,10 +688,20 @@ func (d *decoder) sendDirect(arrival time.Time) error {
 			return &bitstreamError{fmt.Errorf("Annex B filter: %w", err)}
 		}
 		data, n := packetData(d.bsfOut)
-		err = d.nv.parse(data, n, m)
+		dropped, err := d.nv.parse(data, n, m)
 		d.bsfOut.Unref()
 		if err != nil {
 			return err
+		}
+		if dropped {
+			// Lost like a packet FFmpeg's decoder rejects: counted, so
+			// that decoded frames plus decode errors account for every
+			// coded picture. Not in the open's decodeErrs, which decide
+			// whether NVDEC failed on a stream's first packets: a camera
+			// joined mid-GOP loses its pictures before the first
+			// keyframe this way, and that is no reason to leave NVDEC.
+			d.s.faults.decodeError(ErrBitstream)
+			d.nv.note("NVDEC failed to decode a picture (not published)", string(ErrBitstream), errParserDropped)
 		}
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/asticode/go-astiav"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -80,6 +82,76 @@ func TestMakeNVDECClips(t *testing.T) {
 		all = append(all, b...)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "reschange.ts"), all, 0o644))
+	// Damaged bitstreams (TestNVDECDirectDamaged): 50 frames of 640×360
+	// H.264, one IDR, in a raw Annex B file and in an MP4 (moov first), with
+	// 8 bytes inverted at 20 places spread over the second half of the file,
+	// as decode's TestCorruptFramesFlagged damages its clip for FFmpeg.
+	for _, name := range []string{"damaged.h264", "damaged.mp4"} {
+		clean := filepath.Join(t.TempDir(), "clean"+filepath.Ext(name))
+		ffmpeg(clean, "-f", "lavfi", "-i", "testsrc=size=640x360:rate=25", "-frames:v", strconv.Itoa(damagedFrames),
+			"-c:v", "libx264", "-bf", "0", "-g", "50", "-pix_fmt", "yuv420p", "-movflags", "+faststart")
+		data, err := os.ReadFile(clean)
+		require.NoError(t, err)
+		half := len(data) / 2
+		for i := range 20 {
+			p := half + i*(len(data)-half-8)/20
+			for j := range 8 {
+				data[p+j] ^= 0xff
+			}
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+}
+
+// damagedFrames is how many coded pictures the damaged clips hold.
+const damagedFrames = 50
+
+// TestNVDECDirectDamaged: damaged H.264 (raw Annex B and MP4) through
+// direct NVDEC ends at the file's end, not in a crash or a hang; every
+// picture lost is counted as a decode error under one of the documented
+// reasons (frames plus decode errors are the coded pictures), the first
+// frame (before the damage) is clean, and Faults and the metrics agree.
+// What NVDEC made of the damage (frames flagged corrupt, errors by
+// reason) is logged beside FFmpeg's software decoder on the same file: a
+// reading, since the two decoders conceal differently.
+func TestNVDECDirectDamaged(t *testing.T) {
+	for _, name := range []string{"damaged.h264", "damaged.mp4"} {
+		t.Run(name, func(t *testing.T) {
+			path := nvdecClip(t, name)
+			sw, ssrc := decodeClip(t, Options{URL: path}, 0)
+			m := NewMetrics(prometheus.NewRegistry())
+			hw, src := decodeClip(t, Options{URL: path, StreamID: "s", HWAccel: HWCUDA, NVDEC: NVDECDirect, Metrics: m}, 0)
+			require.True(t, src.Info().Direct)
+			f := src.Faults()
+			corrupt := 0
+			for _, d := range hw {
+				require.True(t, d.isDirect)
+				if d.corrupt {
+					corrupt++
+				}
+			}
+			swCorrupt := 0
+			for _, d := range sw {
+				if d.corrupt {
+					swCorrupt++
+				}
+			}
+			t.Logf("RESULT clip=%s nvdec_frames=%d nvdec_corrupt=%d nvdec_errors=%v software_frames=%d software_corrupt=%d software_errors=%v",
+				name, len(hw), corrupt, f.DecodeErrorsByReason, len(sw), swCorrupt, ssrc.Faults().DecodeErrorsByReason)
+			require.NotEmpty(t, hw)
+			require.False(t, hw[0].corrupt, "the first frame comes before the damage")
+			require.Equal(t, uint64(damagedFrames), uint64(len(hw))+f.DecodeErrors, "frames and decode errors account for every coded picture")
+			require.Equal(t, uint64(corrupt), f.CorruptFrames)
+			var sum uint64
+			for r, n := range f.DecodeErrorsByReason {
+				require.Contains(t, []DecodeErrorReason{ErrDecoder, ErrBitstream, ErrNVDECRefused, ErrNVDECStatus, ErrNVDECMap}, r)
+				require.Equal(t, float64(n), testutil.ToFloat64(m.DecodeErrors.WithLabelValues("s", string(r))), "metric for %s", r)
+				sum += n
+			}
+			require.Equal(t, f.DecodeErrors, sum)
+			require.Equal(t, float64(corrupt), testutil.ToFloat64(m.FramesCorrupt.WithLabelValues("s")))
+		})
+	}
 }
 
 func nvdecClip(t *testing.T, name string) string {

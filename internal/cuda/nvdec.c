@@ -103,6 +103,7 @@ static int vigil_nv_on_sequence(void *ud, CUVIDEOFORMAT *f) {
 static int vigil_nv_on_decode(void *ud, CUVIDPICPARAMS *p) {
 	vigil_nvdec *s = ud;
 	int idx = p->CurrPicIdx;
+	s->pictures++;
 	if (!s->dec) {
 		s->no_decoder++;
 		return 1;

@@ -328,6 +328,18 @@ func (c *Context) NewVideoDecoder(cfg VideoDecoderConfig) (*VideoDecoder, error)
 	return d, nil
 }
 
+// Pictures returns how many pictures the parser has handed to decoding
+// (its decode callback) since the VideoDecoder was made, whether the
+// decode then succeeded or not: a picture the parser drops (a slice header
+// it cannot read, a picture before the stream's first keyframe) never
+// gets there. 0 after Close.
+func (d *VideoDecoder) Pictures() uint64 {
+	if d.s == nil {
+		return 0
+	}
+	return uint64(d.s.pictures)
+}
+
 // Format returns the format of the current decoder, and false before the
 // first sequence header.
 func (d *VideoDecoder) Format() (VideoFormat, bool) { return d.fmt, d.has }

@@ -258,6 +258,8 @@ typedef struct vigil_nvdec {
 	unsigned int poll_us;
 	double wait_ewma_us;
 	unsigned long long polls, polled;
+	// Pictures the parser handed to the decode callback, since made.
+	unsigned long long pictures;
 } vigil_nvdec;
 
 // Geometry of a decoder to create or reconfigure (from the sequence
