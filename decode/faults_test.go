@@ -28,13 +28,7 @@ func damage(t *testing.T, in, name string, count, n int) string {
 	t.Helper()
 	data, err := os.ReadFile(in)
 	require.NoError(t, err)
-	half := len(data) / 2
-	for i := range count {
-		p := half + i*(len(data)-half-n)/count
-		for j := range n {
-			data[p+j] ^= 0xff
-		}
-	}
+	testenv.Damage(data, count, n)
 	p := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
 	return p

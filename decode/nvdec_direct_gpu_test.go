@@ -3,7 +3,6 @@
 package decode
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -24,13 +23,14 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/asticode/go-astiav"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/asticode/go-astiav"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
@@ -92,13 +92,7 @@ func TestMakeNVDECClips(t *testing.T) {
 			"-c:v", "libx264", "-bf", "0", "-g", "50", "-pix_fmt", "yuv420p", "-movflags", "+faststart")
 		data, err := os.ReadFile(clean)
 		require.NoError(t, err)
-		half := len(data) / 2
-		for i := range 20 {
-			p := half + i*(len(data)-half-8)/20
-			for j := range 8 {
-				data[p+j] ^= 0xff
-			}
-		}
+		testenv.Damage(data, 20, 8)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 }
@@ -463,28 +457,6 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
 
-// procStat returns the host's total and idle jiffies (/proc/stat).
-func procStat() (total, idle uint64) {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
-		return 0, 0
-	}
-	fs := strings.Fields(sc.Text())
-	for i := 1; i < len(fs) && i <= 8; i++ {
-		v, _ := strconv.ParseUint(fs[i], 10, 64)
-		total += v
-		if i == 4 || i == 5 {
-			idle += v
-		}
-	}
-	return total, idle
-}
-
 func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64, poll time.Duration, dev nvml.Device) {
 	label := fmt.Sprintf("vigil-%s-n%d%s", mode, n, os.Getenv("VIGIL_NVDEC_RATE_LABEL"))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -534,7 +506,7 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	}
 	stopProfile := profileWindow(t, label)
 	c1, cpu1, t1 := snap(), cpuSeconds(), time.Now()
-	tot1, idle1 := procStat()
+	busy1, tot1 := testenv.HostJiffies()
 	var util, clk []float64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
@@ -561,7 +533,7 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	}()
 	time.Sleep(time.Duration((secs - 1) * float64(time.Second)))
 	c2, cpu2, t2 := snap(), cpuSeconds(), time.Now()
-	tot2, idle2 := procStat()
+	busy2, tot2 := testenv.HostJiffies()
 	stopProfile()
 	close(stop)
 	<-sampled
@@ -597,7 +569,7 @@ func measureRate(t *testing.T, clip string, mode NVDECMode, n int, secs float64,
 	}
 	busy := -1.0
 	if tot2 > tot1 {
-		busy = 100 * (1 - float64(idle2-idle1)/float64(tot2-tot1))
+		busy = 100 * float64(busy2-busy1) / float64(tot2-tot1)
 	}
 	var decErrs, corrupt uint64
 	for _, s := range srcs {

@@ -31,13 +31,7 @@ func damagedH264(t *testing.T) string {
 	require.NoError(t, err, "ffmpeg: %s", out)
 	data, err := os.ReadFile(p)
 	require.NoError(t, err)
-	half := len(data) / 2
-	for i := range 20 {
-		at := half + i*(len(data)-half-8)/20
-		for j := range 8 {
-			data[at+j] ^= 0xff
-		}
-	}
+	testenv.Damage(data, 20, 8)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
 	return p
 }

@@ -24,7 +24,7 @@ type Contention struct {
 // StartContention starts a window.
 func StartContention() *Contention {
 	c := &Contention{start: time.Now(), self0: selfCPU()}
-	c.busy0, c.all0 = hostJiffies()
+	c.busy0, c.all0 = HostJiffies()
 	return c
 }
 
@@ -34,7 +34,7 @@ func StartContention() *Contention {
 // (getrusage), over the wall time. It returns 0 where /proc/stat cannot be
 // read (such a host is judged as if idle).
 func (c *Contention) Others() float64 {
-	busy1, all1 := hostJiffies()
+	busy1, all1 := HostJiffies()
 	if all1 <= c.all0 {
 		return 0
 	}
@@ -55,9 +55,10 @@ func selfCPU() float64 {
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
 
-// hostJiffies returns the busy and total jiffies of /proc/stat's cpu line
-// (busy: all but idle and iowait).
-func hostJiffies() (busy, all uint64) {
+// HostJiffies returns the busy and total jiffies (USER_HZ ticks) of
+// /proc/stat's cpu line (busy: all but idle and iowait); 0, 0 where it
+// cannot be read.
+func HostJiffies() (busy, all uint64) {
 	f, err := os.Open("/proc/stat")
 	if err != nil {
 		return 0, 0
@@ -77,4 +78,18 @@ func hostJiffies() (busy, all uint64) {
 		}
 	}
 	return all - idle, all
+}
+
+// Damage inverts n bytes at each of count places spread evenly over the
+// second half of data, in place: a file damaged where a decoder meets it
+// after its first pictures (the first keyframe and the container's header
+// stay whole).
+func Damage(data []byte, count, n int) {
+	half := len(data) / 2
+	for i := range count {
+		at := half + i*(len(data)-half-n)/count
+		for j := range n {
+			data[at+j] ^= 0xff
+		}
+	}
 }
