@@ -191,6 +191,7 @@ func TestPictures(t *testing.T) {
 		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(v.EP.API, "http")+"/v1/streams/still/live.ws?fps=5", nil)
 		require.NoError(t, err)
 		defer c.CloseNow()
+		c.SetReadLimit(16 << 20) // the library's default, 32 KiB, is less than a picture
 		for range 3 {
 			typ, text, err := c.Read(ctx)
 			require.NoError(t, err)
