@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,29 +25,34 @@ import (
 )
 
 // BenchmarkViewerCost measures what watching costs the pipeline, on the
-// CPU (issue 19's cost test): 8 streams of Megamind.avi (720×528, 23.98
-// fps, BlazeFace on ONNX Runtime's CPU provider) played in real time and
-// looped, as `vigil bench --streams` plays them, in phases of 8 s: no
+// CPU (issue 19's cost test): VIGIL_COST_STREAMS (default 4) streams of
+// Megamind.avi (720×528, 23.98 fps, BlazeFace on ONNX Runtime's CPU
+// provider) played in real time and looped, as `vigil bench --streams`
+// plays them, in phases of 8 s: no
 // viewer; 4 viewers of every stream on live.mjpeg?fps=5&annotate=1 (the
 // server draws); 4 on live.ws?fps=5 (the client draws from the JSON).
-// The phases take turns over 3 rounds, so that the machine's other load
+// The phases take turns over 4 rounds, so that the machine's other load
 // falls on all of them alike. For each phase it logs the processed fps
 // (detection messages received a second), the P99 of their
 // latency_ms.total, the process's CPU time a second (vigil and the
 // viewers' clients, which only read and discard), and the bytes a viewer
-// received a second; then the ratios to the phase without viewers and the
-// CPU per viewer (the phase's CPU less the no-viewer phase's, over the 32
-// viewers). Run it with
+// received a second, and the JPEGs encoded a second with their mean
+// encode time (vigil_live_jpeg_encode_seconds); then the ratios to the
+// phase without viewers and the CPU per viewer (the phase's CPU less the
+// no-viewer phase's, over the viewers). Run it with
 //
 //	go test -v -run '^$' -bench BenchmarkViewerCost -benchtime=1x ./internal/app/
 func BenchmarkViewerCost(b *testing.B) {
+	streams := 4
+	if n, err := strconv.Atoi(os.Getenv("VIGIL_COST_STREAMS")); err == nil && n > 0 {
+		streams = n
+	}
 	const (
-		streams = 8
 		viewers = 4 // per stream
 		fps     = 5
 		phase   = 8 * time.Second
 		settle  = 2 * time.Second // after the viewers connect
-		rounds  = 3
+		rounds  = 4
 	)
 	v := vigiltest.Start(b, b.TempDir(), "log: {level: warn}\nlive: {max_viewers: 64}")
 	var mu sync.Mutex
@@ -90,15 +96,16 @@ func BenchmarkViewerCost(b *testing.B) {
 			from := len(got)
 			mu.Unlock()
 			cpu0, t0 := cpuTime(), time.Now()
-			bytes0 := bytes.Load()
+			bytes0, enc0 := bytes.Load(), encodes(b, v)
 			time.Sleep(phase)
 			cpu1, t1 := cpuTime(), time.Now()
-			bytes1 := bytes.Load()
+			bytes1, enc1 := bytes.Load(), encodes(b, v)
 			mu.Lock()
 			window := slices.Clone(got[from:])
 			mu.Unlock()
 			stop()
-			pr := phaseResult{seconds: t1.Sub(t0).Seconds(), cpu: (cpu1 - cpu0).Seconds(), bytes: float64(bytes1 - bytes0)}
+			pr := phaseResult{seconds: t1.Sub(t0).Seconds(), cpu: (cpu1 - cpu0).Seconds(), bytes: float64(bytes1 - bytes0),
+				encoded: enc1[0] - enc0[0], encodeS: enc1[1] - enc0[1]}
 			for _, s := range window {
 				if !s.at.After(t1) {
 					pr.lat = append(pr.lat, s.totalMS)
@@ -119,7 +126,7 @@ func BenchmarkViewerCost(b *testing.B) {
 		t := total[k]
 		b.Logf("%s against none: processed fps ratio %.3f, P99 ratio %.3f (%.2f ms against %.2f ms), CPU per viewer %.4f cores (%.1f ms of CPU per viewer-second), %.0f bytes per viewer-second",
 			k, t.fps()/none.fps(), t.p99()/none.p99(), t.p99(), none.p99(),
-			(t.cores()-none.cores())/(streams*viewers), 1000*(t.cores()-none.cores())/(streams*viewers), t.bytes/t.seconds/(streams*viewers))
+			(t.cores()-none.cores())/float64(streams*viewers), 1000*(t.cores()-none.cores())/float64(streams*viewers), t.bytes/t.seconds/float64(streams*viewers))
 		b.ReportMetric(t.fps()/none.fps(), k+"-fps-ratio")
 		b.ReportMetric(t.p99()/none.p99(), k+"-p99-ratio")
 	}
@@ -134,6 +141,7 @@ type sample struct {
 // phaseResult adds up the phases of one kind.
 type phaseResult struct {
 	seconds, cpu, bytes float64
+	encoded, encodeS    float64   // JPEGs encoded, and their time (s)
 	lat                 []float64 // ms
 }
 
@@ -141,7 +149,20 @@ func (p *phaseResult) add(q phaseResult) {
 	p.seconds += q.seconds
 	p.cpu += q.cpu
 	p.bytes += q.bytes
+	p.encoded += q.encoded
+	p.encodeS += q.encodeS
 	p.lat = append(p.lat, q.lat...)
+}
+
+// encodes returns the JPEGs vigil encoded for viewers so far and the
+// seconds it spent (both variants).
+func encodes(b *testing.B, v *vigiltest.Vigil) [2]float64 {
+	var out [2]float64
+	for _, variant := range []string{"plain", "annotated"} {
+		out[0] += vigiltest.MetricValue(b, v, `vigil_live_jpeg_encode_seconds_count{variant="`+variant+`"}`)
+		out[1] += vigiltest.MetricValue(b, v, `vigil_live_jpeg_encode_seconds_sum{variant="`+variant+`"}`)
+	}
+	return out
 }
 
 func (p *phaseResult) fps() float64   { return float64(len(p.lat)) / p.seconds }
@@ -157,8 +178,12 @@ func (p *phaseResult) p99() float64 {
 }
 
 func (p *phaseResult) line(viewers int) string {
-	return fmt.Sprintf("%.1f s, processed %.2f fps, P99 %.2f ms, CPU %.3f cores, %.0f bytes per viewer-second",
-		p.seconds, p.fps(), p.p99(), p.cores(), p.bytes/p.seconds/float64(viewers))
+	mean := 0.0
+	if p.encoded > 0 {
+		mean = 1000 * p.encodeS / p.encoded
+	}
+	return fmt.Sprintf("%.1f s, processed %.2f fps, P99 %.2f ms, CPU %.3f cores, %.0f bytes per viewer-second, %.2f JPEGs encoded per second (mean %.2f ms to draw and encode)",
+		p.seconds, p.fps(), p.p99(), p.cores(), p.bytes/p.seconds/float64(viewers), p.encoded/p.seconds, mean)
 }
 
 // cpuTime is the process's user and system CPU time.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"testing"
@@ -166,4 +167,35 @@ func TestFullRange(t *testing.T) {
 	require.True(t, p.FullRange)
 	require.Equal(t, []uint8{0, 255}, p.Image.Y[:2])
 	require.Equal(t, uint8(128), p.Image.Cb[0])
+}
+
+// A frame without a picture (a GPU-decoded stream's: pipeline.Copier
+// refused it) reaches the viewer as the error, which the API answers
+// with 501.
+func TestNoPictureReachesTheViewer(t *testing.T) {
+	h := New(Options{})
+	defer h.Close()
+	v, err := h.Watch("gpu", 0, false)
+	require.NoError(t, err)
+	defer v.Close()
+	f := h.feed("gpu")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the worker
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			f.deliver(&pipeline.TapFrame{Err: fmt.Errorf("%w: the frame is in GPU memory (NVDEC)", pipeline.ErrNoPicture), Result: pipeline.Result{StreamID: "gpu"}})
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = v.Next(ctx)
+	close(stop)
+	<-done
+	require.ErrorIs(t, err, pipeline.ErrNoPicture)
 }
