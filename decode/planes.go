@@ -8,7 +8,6 @@ import "C"
 
 import (
 	"fmt"
-	"image"
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
@@ -90,7 +89,8 @@ func (p *Picture) CopyPicture() (*pipeline.Picture, error) {
 		}
 		return nil, fmt.Errorf("%w: pixel format %s is not 8-bit planar 4:2:0", pipeline.ErrNoPicture, p.f.PixelFormat())
 	}
-	img := image.NewYCbCr(image.Rect(0, 0, v.Width, v.Height), image.YCbCrSubsampleRatio420)
+	pic := pipeline.NewPicture(v.Width, v.Height)
+	img := pic.Image
 	for y := range v.Height {
 		copy(img.Y[y*img.YStride:y*img.YStride+v.Width], v.Y[y*v.YStride:])
 	}
@@ -99,7 +99,8 @@ func (p *Picture) CopyPicture() (*pipeline.Picture, error) {
 		copy(img.Cb[y*img.CStride:y*img.CStride+cw], v.U[y*v.UVStride:])
 		copy(img.Cr[y*img.CStride:y*img.CStride+cw], v.V[y*v.UVStride:])
 	}
-	return &pipeline.Picture{Image: img, FullRange: v.FullRange}, nil
+	pic.FullRange = v.FullRange
+	return pic, nil
 }
 
 var _ pipeline.Copier = (*Picture)(nil)

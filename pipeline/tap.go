@@ -21,6 +21,26 @@ type Picture struct {
 	FullRange bool
 }
 
+// pictures recycles picture buffers: a watched stream copies a frame
+// every few hundred milliseconds, and fresh half-megabyte buffers would
+// keep the garbage collector busy (its assists slow every goroutine).
+var pictures sync.Pool
+
+// NewPicture returns a picture of w×h pixels (4:2:0) whose samples are to
+// be overwritten: a buffer given back with Free when one of that size is
+// at hand, else a new one.
+func NewPicture(w, h int) *Picture {
+	if p, _ := pictures.Get().(*Picture); p != nil && p.Image.Rect.Dx() == w && p.Image.Rect.Dy() == h {
+		p.FullRange = false
+		return p
+	}
+	return &Picture{Image: image.NewYCbCr(image.Rect(0, 0, w, h), image.YCbCrSubsampleRatio420)}
+}
+
+// Free gives p's buffer back for another NewPicture; p must not be used
+// after it.
+func (p *Picture) Free() { pictures.Put(p) }
+
 // Copier is implemented by images whose pixels can be copied out
 // (decode.Picture of a frame decoded on the CPU). CopyPicture returns a
 // copy the caller owns; an error wrapping ErrNoPicture when the frame

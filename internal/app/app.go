@@ -242,7 +242,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		}
 	}
 	pictures := live.New(live.Options{DefaultFPS: c.Live.DefaultFPS, MaxFPS: c.Live.MaxFPSPerViewer, MaxViewers: c.Live.MaxViewers,
-		Quality: c.Live.JPEGQuality, Snapshots: snaps, Registerer: reg, Logger: log.Named("live")})
+		Quality: c.Live.JPEGQuality, Encoders: c.Live.Encoders, Snapshots: snaps, Registerer: reg, Logger: log.Named("live")})
 
 	// Streams, loops and the fleet membership run under runCtx, which
 	// ends after the node has handed its streams over (drain), not at

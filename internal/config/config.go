@@ -122,6 +122,12 @@ type Live struct {
 	MaxViewers int `yaml:"max_viewers"`
 	// JPEGQuality is the quality of the JPEG pictures, 1-100.
 	JPEGQuality int `yaml:"jpeg_quality"`
+	// Encoders bounds the pictures drawn and encoded at once (live views
+	// and event snapshots together): each takes a core for milliseconds
+	// (about 6 ms for 720×528 here), which the pipeline's goroutines
+	// need; more viewers then get lower rates rather than slow the
+	// streams.
+	Encoders int `yaml:"encoders"`
 	// Snapshots configures event snapshots.
 	Snapshots Snapshots `yaml:"snapshots"`
 }
@@ -750,6 +756,9 @@ func (c *Config) validateLive(p *problems) {
 	if l.MaxViewers < 1 || l.MaxViewers > 10000 {
 		p.add("live.max_viewers", "%d: want 1 to 10000", l.MaxViewers)
 	}
+	if l.Encoders < 1 || l.Encoders > 64 {
+		p.add("live.encoders", "%d: want 1 to 64", l.Encoders)
+	}
 	if l.JPEGQuality < 1 || l.JPEGQuality > 100 {
 		p.add("live.jpeg_quality", "%d: want 1 to 100", l.JPEGQuality)
 	}
@@ -781,7 +790,7 @@ func Default() Config {
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
-		Live: Live{DefaultFPS: 5, MaxFPSPerViewer: 15, MaxViewers: 16, JPEGQuality: 80,
+		Live: Live{DefaultFPS: 5, MaxFPSPerViewer: 15, MaxViewers: 16, JPEGQuality: 80, Encoders: 1,
 			Snapshots: Snapshots{Enabled: ptr(true), TTL: Duration{24 * time.Hour}, MaxBytes: 1 << 30, Queue: 8}},
 	}
 }

@@ -41,6 +41,11 @@ type Options struct {
 	MaxViewers int
 	// Quality is the JPEG quality, 1-100 (live.jpeg_quality; default 80).
 	Quality int
+	// Encoders bounds the pictures drawn and encoded at once, live views
+	// and event snapshots together (live.encoders; default 1): each holds
+	// a Go processor for milliseconds, and the pipeline's goroutines need
+	// the others.
+	Encoders int
 	// Snapshots, when set, receives the frames marked for event snapshots.
 	Snapshots *Snapshots
 	// Registerer receives the metrics (nil: unregistered).
@@ -69,6 +74,9 @@ type Hub struct {
 	mu      sync.Mutex
 	feeds   map[string]*feed
 	viewers int
+
+	// enc holds a token per picture being drawn and encoded (Encoders).
+	enc chan struct{}
 }
 
 // New returns a hub; Close stops its goroutines.
@@ -89,12 +97,17 @@ func New(o Options) *Hub {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.Encoders <= 0 {
+		o.Encoders = 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := newMetrics(o.Registerer)
+	enc := make(chan struct{}, o.Encoders)
 	if o.Snapshots != nil {
-		o.Snapshots.m = m // set before its Run starts (see Snapshots)
+		// Set before its Run starts (see Snapshots.Run).
+		o.Snapshots.m, o.Snapshots.enc = m, enc
 	}
-	return &Hub{o: o, m: m, log: o.Logger, ctx: ctx, cancel: cancel, feeds: map[string]*feed{}}
+	return &Hub{o: o, m: m, log: o.Logger, ctx: ctx, cancel: cancel, feeds: map[string]*feed{}, enc: enc}
 }
 
 // Limits returns the default and the largest rate of a viewer, in frames
@@ -257,13 +270,26 @@ type feed struct {
 // deliver is the tap's consumer, on the stream's worker goroutine: it
 // never blocks.
 func (f *feed) deliver(tf *pipeline.TapFrame) {
+	active := f.active.Load()
 	if len(tf.Marks) > 0 && f.h.o.Snapshots != nil {
+		own := tf
+		if active && tf.Picture != nil {
+			// Both draw on the picture: the viewers get a copy (a frame
+			// that is watched and has an event: rare).
+			cp := *tf
+			cp.Picture = pipeline.NewPicture(tf.Picture.Image.Rect.Dx(), tf.Picture.Image.Rect.Dy())
+			copyPicture(cp.Picture, tf.Picture)
+			own = &cp
+		}
 		f.h.o.Snapshots.offer(tf, f.h.m)
+		tf = own
 	}
-	if !f.active.Load() {
+	if !active {
 		return
 	}
-	f.slot.Store(tf) // the older one, if not taken, is forgotten
+	if old := f.slot.Swap(tf); old != nil && old.Picture != nil {
+		old.Picture.Free() // not taken: nobody else holds it
+	}
 	select {
 	case f.ready <- struct{}{}:
 	default:
@@ -392,6 +418,9 @@ func (f *feed) serve(tf *pipeline.TapFrame) {
 	if len(due) == 0 {
 		return
 	}
+	if tf.Picture != nil {
+		defer tf.Picture.Free()
+	}
 	if tf.Err != nil || tf.Picture == nil {
 		err := tf.Err
 		if err == nil {
@@ -400,6 +429,12 @@ func (f *feed) serve(tf *pipeline.TapFrame) {
 		for _, v := range due {
 			v.offer(&viewerFrame{err: err}, f.h.m)
 		}
+		return
+	}
+	select {
+	case f.h.enc <- struct{}{}:
+		defer func() { <-f.h.enc }()
+	case <-f.h.ctx.Done():
 		return
 	}
 	fullRange(tf.Picture)

@@ -68,3 +68,11 @@ func cloneYCbCr(img *image.YCbCr) *image.YCbCr {
 	c.Cr = bytes.Clone(img.Cr)
 	return &c
 }
+
+// copyPicture copies src's samples into dst, of the same size.
+func copyPicture(dst, src *pipeline.Picture) {
+	copy(dst.Image.Y, src.Image.Y)
+	copy(dst.Image.Cb, src.Image.Cb)
+	copy(dst.Image.Cr, src.Image.Cr)
+	dst.FullRange = src.FullRange
+}

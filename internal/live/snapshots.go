@@ -79,7 +79,8 @@ type Snapshots struct {
 	o     SnapshotOptions
 	store jetstream.ObjectStore
 	q     chan *pipeline.TapFrame
-	m     *metrics // the hub's (New sets it); nil: unregistered ones
+	m     *metrics      // the hub's (New sets it); else unregistered ones
+	enc   chan struct{} // the hub's encoder tokens (New sets it); nil: none
 	log   *zap.Logger
 }
 
@@ -119,10 +120,15 @@ func (s *Snapshots) offer(tf *pipeline.TapFrame, m *metrics) {
 	case s.q <- tf:
 	default:
 		m.snapshot.WithLabelValues(OutcomeQueueFull).Add(float64(len(tf.Marks)))
+		if tf.Picture != nil {
+			tf.Picture.Free()
+		}
 	}
 }
 
-// Run encodes and stores the queued snapshots until ctx ends.
+// Run encodes and stores the queued snapshots until ctx ends. Start it
+// after New made the Hub that serves it (which shares its metrics and
+// encoder tokens with it).
 func (s *Snapshots) Run(ctx context.Context) {
 	var lastLog time.Time
 	for {
@@ -144,6 +150,7 @@ func (s *Snapshots) store1(ctx context.Context, tf *pipeline.TapFrame) error {
 		s.m.snapshot.WithLabelValues(OutcomeNoPicture).Add(float64(len(tf.Marks)))
 		return tf.Err
 	}
+	defer tf.Picture.Free()
 	fullRange(tf.Picture)
 	var errs []error
 	for i, mk := range tf.Marks {
@@ -155,9 +162,19 @@ func (s *Snapshots) store1(ctx context.Context, tf *pipeline.TapFrame) error {
 		if i < len(tf.Marks)-1 {
 			img = cloneYCbCr(img) // the next mark draws on a clean picture
 		}
+		if s.enc != nil {
+			select {
+			case s.enc <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		t := time.Now()
 		Annotate(img, tf.Result.Detections, nil, &em.Highlight)
 		b := encode(img, s.o.Quality)
+		if s.enc != nil {
+			<-s.enc
+		}
 		s.m.encodeS.WithLabelValues(VariantEvent).Observe(time.Since(t).Seconds())
 		s.m.encoded.WithLabelValues(VariantEvent).Inc()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
