@@ -122,11 +122,12 @@ type Live struct {
 	MaxViewers int `yaml:"max_viewers"`
 	// JPEGQuality is the quality of the JPEG pictures, 1-100.
 	JPEGQuality int `yaml:"jpeg_quality"`
-	// Encoders bounds the pictures drawn and encoded at once (live views
-	// and event snapshots together): each takes a core for milliseconds
-	// (about 6 ms for 720×528 here), which the pipeline's goroutines
-	// need; more viewers then get lower rates rather than slow the
-	// streams.
+	// Encoders is the number of goroutines that draw and encode pictures
+	// (live views and event snapshots together), each on a thread of its
+	// own at nice 10 (Linux), so that the streams' threads get the cores
+	// first: a picture takes a core for milliseconds (about 5 ms for
+	// 720×528 here). Under more demand than they can encode, views get
+	// fewer frames rather than slow the streams.
 	Encoders int `yaml:"encoders"`
 	// Snapshots configures event snapshots.
 	Snapshots Snapshots `yaml:"snapshots"`

@@ -19,6 +19,7 @@ package live
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +42,12 @@ type Options struct {
 	MaxViewers int
 	// Quality is the JPEG quality, 1-100 (live.jpeg_quality; default 80).
 	Quality int
-	// Encoders bounds the pictures drawn and encoded at once, live views
-	// and event snapshots together (live.encoders; default 1): each holds
-	// a Go processor for milliseconds, and the pipeline's goroutines need
-	// the others.
+	// Encoders is the number of goroutines that draw and encode pictures,
+	// live views and event snapshots together (live.encoders; default 1):
+	// each holds a Go processor for milliseconds at a time, which the
+	// pipeline's goroutines need, and runs on an OS thread of its own at a
+	// lower priority (nice 10 on Linux), so that the streams' threads get
+	// the cores first.
 	Encoders int
 	// Snapshots, when set, receives the frames marked for event snapshots.
 	Snapshots *Snapshots
@@ -75,8 +78,8 @@ type Hub struct {
 	feeds   map[string]*feed
 	viewers int
 
-	// enc holds a token per picture being drawn and encoded (Encoders).
-	enc chan struct{}
+	// jobs go to the encoders (Encoders goroutines).
+	jobs chan *job
 }
 
 // New returns a hub; Close stops its goroutines.
@@ -101,13 +104,60 @@ func New(o Options) *Hub {
 		o.Encoders = 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := newMetrics(o.Registerer)
-	enc := make(chan struct{}, o.Encoders)
+	h := &Hub{o: o, m: newMetrics(o.Registerer), log: o.Logger, ctx: ctx, cancel: cancel, feeds: map[string]*feed{}, jobs: make(chan *job)}
 	if o.Snapshots != nil {
 		// Set before its Run starts (see Snapshots.Run).
-		o.Snapshots.m, o.Snapshots.enc = m, enc
+		o.Snapshots.m, o.Snapshots.encode = h.m, h.encode
 	}
-	return &Hub{o: o, m: m, log: o.Logger, ctx: ctx, cancel: cancel, feeds: map[string]*feed{}, enc: enc}
+	h.wg.Add(o.Encoders)
+	for range o.Encoders {
+		go h.encoder()
+	}
+	return h
+}
+
+// job is one picture to draw and encode: run, then done is closed.
+type job struct {
+	run  func()
+	done chan struct{}
+}
+
+// encoder runs jobs until the hub closes, on an OS thread of its own at
+// a lower priority (lowerPriority). It never unlocks the thread, so the
+// thread ends with it.
+func (h *Hub) encoder() {
+	defer h.wg.Done()
+	runtime.LockOSThread()
+	if err := lowerPriority(); err != nil {
+		h.log.Debug("encoder runs at the process's priority", zap.Error(err))
+	}
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case j := <-h.jobs:
+			j.run()
+			close(j.done)
+		}
+	}
+}
+
+// encode runs fn on an encoder and waits for it; false when the hub
+// closed first (fn may then still run: the caller must leave what fn
+// uses alone).
+func (h *Hub) encode(fn func()) bool {
+	j := &job{run: fn, done: make(chan struct{})}
+	select {
+	case h.jobs <- j:
+	case <-h.ctx.Done():
+		return false
+	}
+	select {
+	case <-j.done:
+		return true
+	case <-h.ctx.Done():
+		return false
+	}
 }
 
 // Limits returns the default and the largest rate of a viewer, in frames
@@ -418,9 +468,6 @@ func (f *feed) serve(tf *pipeline.TapFrame) {
 	if len(due) == 0 {
 		return
 	}
-	if tf.Picture != nil {
-		defer tf.Picture.Free()
-	}
 	if tf.Err != nil || tf.Picture == nil {
 		err := tf.Err
 		if err == nil {
@@ -431,27 +478,27 @@ func (f *feed) serve(tf *pipeline.TapFrame) {
 		}
 		return
 	}
-	select {
-	case f.h.enc <- struct{}{}:
-		defer func() { <-f.h.enc }()
-	case <-f.h.ctx.Done():
-		return
-	}
-	fullRange(tf.Picture)
 	var frames [2]*Frame // plain, annotated
-	if plain {
-		frames[0] = &Frame{JPEG: f.h.timed(VariantPlain, func() []byte { return encode(tf.Picture.Image, f.h.o.Quality) }), Message: tf.Message, Result: &tf.Result}
+	geom := f.geom.Load()
+	if !f.h.encode(func() {
+		fullRange(tf.Picture)
+		if plain {
+			frames[0] = &Frame{JPEG: f.h.timed(VariantPlain, func() []byte { return encode(tf.Picture.Image, f.h.o.Quality) }), Message: tf.Message, Result: &tf.Result}
+		}
+		if annotated {
+			frames[1] = &Frame{JPEG: f.h.timed(VariantAnnotated, func() []byte {
+				img := tf.Picture.Image
+				if plain {
+					img = cloneYCbCr(img)
+				}
+				Annotate(img, tf.Result.Detections, geom, nil)
+				return encode(img, f.h.o.Quality)
+			}), Message: tf.Message, Result: &tf.Result}
+		}
+	}) {
+		return // closing
 	}
-	if annotated {
-		frames[1] = &Frame{JPEG: f.h.timed(VariantAnnotated, func() []byte {
-			img := tf.Picture.Image
-			if plain {
-				img = cloneYCbCr(img)
-			}
-			Annotate(img, tf.Result.Detections, f.geom.Load(), nil)
-			return encode(img, f.h.o.Quality)
-		}), Message: tf.Message, Result: &tf.Result}
-	}
+	tf.Picture.Free()
 	for _, fr := range frames {
 		if fr != nil {
 			fr.Served = now

@@ -79,8 +79,10 @@ type Snapshots struct {
 	o     SnapshotOptions
 	store jetstream.ObjectStore
 	q     chan *pipeline.TapFrame
-	m     *metrics      // the hub's (New sets it); else unregistered ones
-	enc   chan struct{} // the hub's encoder tokens (New sets it); nil: none
+	m     *metrics // the hub's (New sets it); else unregistered ones
+	// encode runs a job on the hub's encoders (New sets it); nil: on the
+	// calling goroutine.
+	encode func(func()) bool
 	log   *zap.Logger
 }
 
@@ -150,30 +152,27 @@ func (s *Snapshots) store1(ctx context.Context, tf *pipeline.TapFrame) error {
 		s.m.snapshot.WithLabelValues(OutcomeNoPicture).Add(float64(len(tf.Marks)))
 		return tf.Err
 	}
-	defer tf.Picture.Free()
-	fullRange(tf.Picture)
 	var errs []error
 	for i, mk := range tf.Marks {
 		em, ok := mk.(EventMark)
 		if !ok {
 			continue
 		}
-		img := tf.Picture.Image
-		if i < len(tf.Marks)-1 {
-			img = cloneYCbCr(img) // the next mark draws on a clean picture
-		}
-		if s.enc != nil {
-			select {
-			case s.enc <- struct{}{}:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
 		t := time.Now()
-		Annotate(img, tf.Result.Detections, nil, &em.Highlight)
-		b := encode(img, s.o.Quality)
-		if s.enc != nil {
-			<-s.enc
+		var b []byte
+		draw := func() {
+			fullRange(tf.Picture) // once: it marks the picture full-range
+			img := tf.Picture.Image
+			if i < len(tf.Marks)-1 {
+				img = cloneYCbCr(img) // the next mark draws on a clean picture
+			}
+			Annotate(img, tf.Result.Detections, nil, &em.Highlight)
+			b = encode(img, s.o.Quality)
+		}
+		if s.encode == nil {
+			draw()
+		} else if !s.encode(draw) {
+			return errors.New("stopping")
 		}
 		s.m.encodeS.WithLabelValues(VariantEvent).Observe(time.Since(t).Seconds())
 		s.m.encoded.WithLabelValues(VariantEvent).Inc()
@@ -188,6 +187,7 @@ func (s *Snapshots) store1(ctx context.Context, tf *pipeline.TapFrame) error {
 		}
 		s.m.snapshot.WithLabelValues(OutcomeStored).Inc()
 	}
+	tf.Picture.Free()
 	return errors.Join(errs...)
 }
 
