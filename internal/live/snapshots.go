@@ -83,7 +83,7 @@ type Snapshots struct {
 	// encode runs a job on the hub's encoders (New sets it); nil: on the
 	// calling goroutine.
 	encode func(func()) bool
-	log   *zap.Logger
+	log    *zap.Logger
 }
 
 // OpenSnapshots creates or updates the bucket on nc's JetStream. Errors
