@@ -96,6 +96,12 @@ type Event struct {
 	// Box is the track's last observed box, in source pixels, as the
 	// model gave it; set with TrackID.
 	Box pipeline.Box `json:"box,omitzero"`
+	// Snapshot names the event's picture, on track_start, zone_enter,
+	// line_cross and loiter while event snapshots are on (set by the
+	// service, which stores the JPEG under this name in the JetStream
+	// object store bucket <prefix>_snapshots shortly after publishing the
+	// event; see docs/schema.md). Empty otherwise, and in `vigil detect`.
+	Snapshot string `json:"snapshot,omitempty"`
 	// Zone names the zone of a zone_enter, zone_exit or loiter.
 	Zone string `json:"zone,omitempty"`
 	// Line names the line of a line_cross.

@@ -7,9 +7,12 @@ package decode
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
+
+	"github.com/vigil-video/vigil/pipeline"
 )
 
 // planeView is plane i of f as a slice of n bytes over FFmpeg's buffer,
@@ -69,3 +72,35 @@ func (p *Picture) YUV420() (YUV420, bool) {
 }
 
 func unsafePointer(p *C.uint8_t) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// CopyPicture implements pipeline.Copier: it copies the picture's planes
+// into Go memory (image.YCbCr, 4:2:0, at the frame's size) for package
+// live. Errors wrap pipeline.ErrNoPicture: a released picture, one in GPU
+// memory (NVDEC; copying surfaces out of device memory is not done, see
+// docs/api.md), or a pixel format other than 8-bit planar 4:2:0.
+func (p *Picture) CopyPicture() (*pipeline.Picture, error) {
+	if p.OnGPU() {
+		return nil, fmt.Errorf("%w: the frame is in GPU memory (NVDEC)", pipeline.ErrNoPicture)
+	}
+	v, ok := p.YUV420()
+	if !ok || v.NV12 {
+		if p.f == nil {
+			return nil, fmt.Errorf("%w: the frame was released", pipeline.ErrNoPicture)
+		}
+		return nil, fmt.Errorf("%w: pixel format %s is not 8-bit planar 4:2:0", pipeline.ErrNoPicture, p.f.PixelFormat())
+	}
+	pic := pipeline.NewPicture(v.Width, v.Height)
+	img := pic.Image
+	for y := range v.Height {
+		copy(img.Y[y*img.YStride:y*img.YStride+v.Width], v.Y[y*v.YStride:])
+	}
+	cw, ch := (v.Width+1)/2, (v.Height+1)/2
+	for y := range ch {
+		copy(img.Cb[y*img.CStride:y*img.CStride+cw], v.U[y*v.UVStride:])
+		copy(img.Cr[y*img.CStride:y*img.CStride+cw], v.V[y*v.UVStride:])
+	}
+	pic.FullRange = v.FullRange
+	return pic, nil
+}
+
+var _ pipeline.Copier = (*Picture)(nil)

@@ -178,6 +178,13 @@ type Result struct {
 	// SkippedSinceLast counts this stream's frames skipped by policy
 	// (SkipReason) since the previous published result.
 	SkippedSinceLast int
+	// KeepMessage asks the Sink to set Message: the worker sets it on a
+	// frame a Tap takes, whose consumer wants the message as sent.
+	KeepMessage bool
+	// Message is set by a Sink that encodes results, when KeepMessage is
+	// set, to a copy of the message it sent (the NATS sink: the detections
+	// message's body); nil otherwise.
+	Message []byte
 }
 
 // Source produces decoded frames from one camera, URL or file.

@@ -31,6 +31,9 @@ type StreamConfig struct {
 	// Analyzer, when set, runs on every processed frame between the engine
 	// and the sink (see Analyzer); Close is called when the stream ends.
 	Analyzer Analyzer
+	// Tap, when set, hands copies of frames to a consumer when asked
+	// (see Tap); nil or unasked, it costs one atomic load per frame.
+	Tap *Tap
 	// QueueSize bounds the frames waiting for the engine (default 4).
 	QueueSize int
 	// Live sources (cameras, network URLs) are reopened after they end or
@@ -547,8 +550,8 @@ func (s *stream) work(ctx context.Context) {
 			s.lastServe.Store(time.Now().UnixNano())
 		}
 		w, h := f.Image.Width(), f.Image.Height()
-		f.Image.Release()
 		if err != nil {
+			f.Image.Release()
 			s.dropped(StageInfer, DropInferError)
 			errLog.log(s.log, "inference failed", err)
 			continue
@@ -566,17 +569,33 @@ func (s *stream) work(ctx context.Context) {
 				res.Stages.Analytics = time.Since(ta)
 			}
 		}
+		// After the analyzer, which may mark this frame (Tap.Mark); the
+		// image is released once copied, before the publish.
+		var pic *Picture
+		var picErr error
+		tapped := s.c.Tap.take()
+		if tapped {
+			pic, picErr = copyOf(f.Image)
+			res.KeepMessage = true
+		}
+		f.Image.Release()
 		res.Ready = time.Now()
 		t1 := time.Now()
 		err = s.c.Sink.Publish(ctx, &res)
 		s.publish.Add(time.Since(t1))
 		if err != nil {
+			if tapped {
+				s.c.Tap.rearm()
+			}
 			if ctx.Err() != nil {
 				return
 			}
 			s.dropped(StagePublish, DropPublishError)
 			errLog.log(s.log, "publish failed", err)
 			continue
+		}
+		if tapped {
+			s.c.Tap.hand(pic, picErr, &res)
 		}
 		s.breaks.reported(f.Seq)
 		s.m.processed.Inc()

@@ -356,7 +356,8 @@ func (s *NATS) publish(streamID, kind string, m *nats.Msg) (buffered bool, err e
 }
 
 // Publish implements pipeline.Sink, setting r.Buffered when the client
-// held the message (see NATS). Errors come from encoding or from the
+// held the message (see NATS), and r.Message to a copy of the body sent
+// when r.KeepMessage asks. Errors come from encoding or from the
 // client (closed connection, reconnect buffer full).
 func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 	m := stamp(r)
@@ -380,6 +381,9 @@ func (s *NATS) Publish(_ context.Context, r *pipeline.Result) error {
 		return err
 	}
 	r.Buffered = buffered
+	if r.KeepMessage {
+		r.Message = bytes.Clone(msg.Data) // buf goes back to the pool
+	}
 	finish(r)
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/internal/allowlist"
+	"github.com/vigil-video/vigil/internal/live"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
@@ -80,8 +81,14 @@ type Options struct {
 	// without a token (orchestrators' probes carry none, and the answer
 	// tells nothing about the streams). The service sets it; nil: ready
 	// whenever the API answers.
-	Ready  func() error
-	Logger *zap.Logger
+	Ready func() error
+	// Live serves the streams' pictures (snapshot.jpg, live.mjpeg,
+	// live.ws; pictures.go); nil: those answer 404.
+	Live *live.Hub
+	// Snapshots serves event snapshots (GET /v1/snapshots/{id}); nil:
+	// 404 (live.snapshots.enabled off).
+	Snapshots *live.Snapshots
+	Logger    *zap.Logger
 }
 
 // Server implements the API; Handler returns its http.Handler.
@@ -115,6 +122,10 @@ var Routes = []Route{
 	{"GET", ReadyPath, (*Server).readyz},
 	{"GET", "/v1/nodes", (*Server).nodes},
 	{"POST", "/v1/nodes/{id}/drain", (*Server).drain},
+	{"GET", "/v1/streams/{id}/snapshot.jpg", (*Server).snapshotJPG},
+	{"GET", "/v1/streams/{id}/live.mjpeg", (*Server).liveMJPEG},
+	{"GET", "/v1/streams/{id}/live.ws", (*Server).liveWS},
+	{"GET", "/v1/snapshots/{id}", (*Server).eventSnapshot},
 }
 
 // ReadyPath is the readiness endpoint: 200 "ready" when Options.Ready

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigil-video/vigil/analytics"
+	"github.com/vigil-video/vigil/internal/live"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
 )
@@ -34,6 +35,9 @@ type streamAnalytics struct {
 	// wall time: vigil detect processes files faster than real time, and
 	// its output is then the same on every run.
 	ptsClock bool
+	// snaps, when set, is the stream's tap: events that carry a snapshot
+	// (snapshotTypes) get its id and mark their frame for it.
+	snaps *pipeline.Tap
 
 	// pending is the config the worker has not applied yet; nil: none.
 	pending atomic.Pointer[analyticsUpdate]
@@ -96,6 +100,7 @@ func (a *streamAnalytics) Analyze(r *pipeline.Result) bool {
 	}
 	a.pts = r.PTS
 	for _, e := range a.st.Observe(r.PTS, r.Capture, r.Width, r.Height, r.Detections) {
+		a.snapshot(&e)
 		a.event(&e, false)
 	}
 	a.sendCounts(false)
@@ -142,6 +147,27 @@ func (a *streamAnalytics) apply(cfg *analytics.Config, epoch string) {
 	}
 	a.active = true
 	a.metrics.retain(a.id, cfg)
+}
+
+// snapshotTypes are the events that carry a snapshot (issue 19).
+var snapshotTypes = map[analytics.EventType]bool{analytics.EventTrackStart: true, analytics.EventZoneEnter: true,
+	analytics.EventLineCross: true, analytics.EventLoiter: true}
+
+// snapshot names e's snapshot and marks the frame being analyzed for it
+// (only from Analyze: the mark goes with that frame).
+func (a *streamAnalytics) snapshot(e *analytics.Event) {
+	if a.snaps == nil || !snapshotTypes[e.Type] {
+		return
+	}
+	e.Snapshot = live.SnapshotID(e.StreamID, e.Epoch, e.Seq)
+	caption := string(e.Type)
+	if name := e.Zone + e.Line; name != "" {
+		caption += " " + name
+	}
+	if e.Direction != "" {
+		caption += " " + string(e.Direction)
+	}
+	a.snaps.Mark(live.EventMark{ID: e.Snapshot, Highlight: live.Highlight{TrackID: e.TrackID, Box: e.Box, Caption: caption}})
 }
 
 // event sends one event and counts line crossings.

@@ -33,6 +33,7 @@ import (
 	"github.com/vigil-video/vigil/internal/cuda"
 	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/hwmon"
+	"github.com/vigil-video/vigil/internal/live"
 	"github.com/vigil-video/vigil/internal/natsserver"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
@@ -231,6 +232,18 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		log.Info("registry seeded from the config", zap.Int("streams", n))
 	}
 
+	var snaps *live.Snapshots
+	if *c.Live.Snapshots.Enabled {
+		snaps, err = live.OpenSnapshots(octx, sink.Conn(), live.SnapshotOptions{Bucket: c.SnapshotsBucket(),
+			TTL: c.Live.Snapshots.TTL.Duration, MaxBytes: c.Live.Snapshots.MaxBytes, Replicas: c.NATS.Replicas,
+			Queue: c.Live.Snapshots.Queue, Quality: c.Live.JPEGQuality, Logger: log.Named("snapshots")})
+		if err != nil {
+			return err
+		}
+	}
+	pictures := live.New(live.Options{DefaultFPS: c.Live.DefaultFPS, MaxFPS: c.Live.MaxFPSPerViewer, MaxViewers: c.Live.MaxViewers,
+		Quality: c.Live.JPEGQuality, Encoders: c.Live.Encoders, Snapshots: snaps, Registerer: reg, Logger: log.Named("live")})
+
 	// Streams, loops and the fleet membership run under runCtx, which
 	// ends after the node has handed its streams over (drain), not at
 	// the signal.
@@ -252,7 +265,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, faults: decode.NewMetrics(reg), stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
 		decoders: engines.NewDecodePlacer(&c, len(devices)), reweigher: engines.NewReweigher(), known: map[string]registry.Entry{},
-		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{},
+		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{}, pictures: pictures, eventSnapshots: snaps != nil,
 		priorities: map[string]string{}, degraded: map[string]bool{}, models: map[string]string{}, lights: map[string]string{}, onLight: map[string]string{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration},
 		events: make(chan func()), done: make(chan struct{})}
@@ -283,6 +296,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			Where: func(id string) (string, *pipeline.StatusSnapshot) { return svc.where(id) },
 			Nodes: func(ctx context.Context) (any, error) { return cluster.Nodes(ctx, node.Bucket()) },
 			Drain: func(ctx context.Context, id string) error { return cluster.RequestDrain(ctx, node.Bucket(), id) },
+			Live:  pictures, Snapshots: snaps,
 		}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)
 		if err != nil {
@@ -301,6 +315,9 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			zap.Bool("allowed_sources", sources != nil))
 		warnAPIExposure(log, &c, token, sources != nil)
 	}
+	// Before the API stops (deferred above, so later): ending the live
+	// views lets its shutdown finish at once.
+	defer pictures.Close()
 	logDrift(octx, log, streams, &c, seed, ep.API)
 	if ready != nil {
 		ready(ep)
@@ -338,6 +355,13 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		defer wg.Done()
 		svc.alertLoop(runCtx)
 	}()
+	if snaps != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			snaps.Run(runCtx)
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		svc.governorLoop(runCtx)

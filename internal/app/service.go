@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-video/vigil/internal/cluster"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/engines"
+	"github.com/vigil-video/vigil/internal/live"
 	"github.com/vigil-video/vigil/internal/registry"
 	"github.com/vigil-video/vigil/pipeline"
 	"github.com/vigil-video/vigil/sinks"
@@ -69,6 +70,10 @@ type service struct {
 	// goroutine and, for a stream reweighLoop moves, on that one.
 	analytics *analyticsMetrics
 	analyzers map[string]*streamAnalytics
+	// pictures serves the streams' pictures: each stream's tap and the
+	// geometry drawn on it. eventSnapshots: events carry snapshots.
+	pictures       *live.Hub
+	eventSnapshots bool
 
 	// node is this vigil's membership in the fleet: a stream runs here
 	// only while node holds its lease. events serialises registry
@@ -286,6 +291,7 @@ func (s *service) reloadAnalytics(sp registry.Spec) {
 	if a == nil || !a.set(sp.Analytics) {
 		return
 	}
+	s.pictures.SetGeometry(sp.ID, live.GeometryOf(sp.Analytics))
 	s.log.Info("stream analytics reconfigured without a restart", zap.String("stream", sp.ID),
 		zap.Bool("analytics", sp.Analytics != nil))
 }
@@ -563,10 +569,15 @@ func (s *service) build(sp registry.Spec, dev int, nvdec bool) (pipeline.StreamC
 	s.stats.Register(sp.ID)
 	an := newStreamAnalytics(sp.ID, sp.Analytics, natsAnalytics{s.sink}, s.analytics, log)
 	s.analyzers[sp.ID] = an
+	tap := s.pictures.Tap(sp.ID)
+	if s.eventSnapshots {
+		an.snaps = tap
+	}
+	s.pictures.SetGeometry(sp.ID, live.GeometryOf(sp.Analytics))
 	return pipeline.StreamConfig{
 		ID: sp.ID, Labels: sp.Labels, Source: src, Engine: eng, Sink: s.sink, Analyzer: an, QueueSize: queue,
 		Live: src.Live(), FPSLimit: sp.FPSLimit, FPSBurst: sp.FPSBurst, Budget: s.c.Budget(sp.BudgetMS), Gate: s.engs.Gate(eng), Batcher: batcher, Light: light, DegradedFPS: s.c.Pipeline.DegradedFPS, Logger: log, Metrics: s.metrics, Stats: s.stats,
-		OnEvent: s.publishEvent,
+		OnEvent: s.publishEvent, Tap: tap,
 	}, nil
 }
 

@@ -61,6 +61,7 @@ type Config struct {
 	Infer    Infer    `yaml:"infer"`
 	Decode   Decode   `yaml:"decode"`
 	Pipeline Pipeline `yaml:"pipeline"`
+	Live     Live     `yaml:"live"`
 	// Models are named models, added to (or overriding) the built-in ones
 	// (blazeface, blazeface-back, yolox-nano).
 	Models []Model `yaml:"models"`
@@ -104,6 +105,57 @@ type Log struct {
 	// Format is console or json.
 	Format string `yaml:"format"`
 }
+
+// Live configures the pictures of the streams (docs/api.md, Pictures):
+// snapshots, live views and event snapshots. Nothing is encoded while
+// nobody watches.
+type Live struct {
+	// DefaultFPS is a live view's frame rate when the viewer asks for none
+	// (?fps=), in frames per second.
+	DefaultFPS float64 `yaml:"default_fps"`
+	// MaxFPSPerViewer caps the rate a viewer may ask for, in frames per
+	// second (a higher ?fps= is lowered to it).
+	MaxFPSPerViewer float64 `yaml:"max_fps_per_viewer"`
+	// MaxViewers caps the live views and snapshot requests served at once,
+	// across streams (more are answered 503): with max_fps_per_viewer it
+	// bounds the JPEG pictures encoded per second.
+	MaxViewers int `yaml:"max_viewers"`
+	// JPEGQuality is the quality of the JPEG pictures, 1-100.
+	JPEGQuality int `yaml:"jpeg_quality"`
+	// Encoders is the number of goroutines that draw and encode pictures
+	// (live views and event snapshots together), each on a thread of its
+	// own at nice 10 (Linux), so that the streams' threads get the cores
+	// first: a picture takes a core for milliseconds (about 5 ms for
+	// 720×528 here). Under more demand than they can encode, views get
+	// fewer frames rather than slow the streams.
+	Encoders int `yaml:"encoders"`
+	// Snapshots configures event snapshots.
+	Snapshots Snapshots `yaml:"snapshots"`
+}
+
+// Snapshots configures event snapshots: track_start, zone_enter,
+// line_cross and loiter events carry a snapshot id, and the JPEG of the
+// frame (the object highlighted) is stored in the JetStream object store
+// bucket <nats.subject_prefix>_snapshots (docs/schema.md).
+type Snapshots struct {
+	// Enabled turns event snapshots on.
+	Enabled *bool `yaml:"enabled"`
+	// TTL is how long a snapshot is kept (the bucket's max age).
+	TTL Duration `yaml:"ttl"`
+	// MaxBytes caps the bucket's size in bytes; when it is full, new
+	// snapshots are dropped (counted in
+	// vigil_live_event_snapshots_total{outcome="store_error"}) until old
+	// ones expire.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// Queue bounds the frames waiting to be encoded; when it is full a
+	// frame's snapshots are dropped (outcome queue_full) rather than
+	// making the pipeline wait.
+	Queue int `yaml:"queue"`
+}
+
+// SnapshotsBucket is the event snapshots' object store bucket,
+// <nats.subject_prefix>_snapshots.
+func (c *Config) SnapshotsBucket() string { return c.NATS.SubjectPrefix + "_snapshots" }
 
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
@@ -693,6 +745,35 @@ func DefaultNodeID() string {
 	return string(b[:min(len(b), 64)])
 }
 
+// validateLive checks the live section.
+func (c *Config) validateLive(p *problems) {
+	l := &c.Live
+	if l.DefaultFPS <= 0 || l.DefaultFPS > l.MaxFPSPerViewer {
+		p.add("live.default_fps", "%g: want more than 0 and at most live.max_fps_per_viewer (%g)", l.DefaultFPS, l.MaxFPSPerViewer)
+	}
+	if l.MaxFPSPerViewer <= 0 || l.MaxFPSPerViewer > 60 {
+		p.add("live.max_fps_per_viewer", "%g: want more than 0 and at most 60", l.MaxFPSPerViewer)
+	}
+	if l.MaxViewers < 1 || l.MaxViewers > 10000 {
+		p.add("live.max_viewers", "%d: want 1 to 10000", l.MaxViewers)
+	}
+	if l.Encoders < 1 || l.Encoders > 64 {
+		p.add("live.encoders", "%d: want 1 to 64", l.Encoders)
+	}
+	if l.JPEGQuality < 1 || l.JPEGQuality > 100 {
+		p.add("live.jpeg_quality", "%d: want 1 to 100", l.JPEGQuality)
+	}
+	if l.Snapshots.TTL.Duration < 0 || l.Snapshots.TTL.Duration > 0 && l.Snapshots.TTL.Duration < time.Second {
+		p.add("live.snapshots.ttl", "%s: want 0 (for good) or at least 1s", l.Snapshots.TTL.Duration)
+	}
+	if l.Snapshots.MaxBytes < 0 {
+		p.add("live.snapshots.max_bytes", "%d: want 0 (no cap) or more", l.Snapshots.MaxBytes)
+	}
+	if l.Snapshots.Queue < 1 || l.Snapshots.Queue > 1024 {
+		p.add("live.snapshots.queue", "%d: want 1 to 1024", l.Snapshots.Queue)
+	}
+}
+
 // Default returns the configuration used when a file sets nothing.
 func Default() Config {
 	five := Duration{5 * time.Second}
@@ -710,6 +791,8 @@ func Default() Config {
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
+		Live: Live{DefaultFPS: 5, MaxFPSPerViewer: 15, MaxViewers: 16, JPEGQuality: 80, Encoders: 1,
+			Snapshots: Snapshots{Enabled: ptr(true), TTL: Duration{24 * time.Hour}, MaxBytes: 1 << 30, Queue: 8}},
 	}
 }
 
@@ -900,6 +983,7 @@ func (c *Config) Validate() error {
 			p.add("api.listen", "%q: want host:port or off", c.API.Listen)
 		}
 	}
+	c.validateLive(&p)
 	if c.NATS.MQTT.Listen != "off" {
 		if _, _, err := net.SplitHostPort(c.NATS.MQTT.Listen); err != nil {
 			p.add("nats.mqtt.listen", "%q: want host:port or off", c.NATS.MQTT.Listen)

@@ -37,7 +37,7 @@ import (
 
 // Vigil is an in-process `vigil run` for tests.
 type Vigil struct {
-	t *testing.T
+	t testing.TB
 	// EP are the addresses it serves.
 	EP app.Endpoints
 	// Logs receives its log, as JSON lines at debug level.
@@ -59,7 +59,7 @@ const NodeID = "vigiltest"
 // API, NATS and metrics on free loopback ports unless body has its own
 // api, metrics or nats section, are added) and waits until ready. The
 // test's cleanup stops it (Stop).
-func Start(t *testing.T, dataDir, body string) *Vigil {
+func Start(t testing.TB, dataDir, body string) *Vigil {
 	t.Helper()
 	cfg := fmt.Sprintf("data_dir: %q\n%s\n", dataDir, body)
 	for _, key := range []string{"api", "metrics", "nats"} {
