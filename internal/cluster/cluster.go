@@ -394,7 +394,7 @@ func (n *Node) renewedWithin(ctx context.Context, key string, rev uint64, d time
 	if err != nil {
 		return false, fmt.Errorf("watching %s: %w", key, err)
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w, n.log)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -411,6 +411,32 @@ func (n *Node) renewedWithin(ctx context.Context, key string, rev uint64, d time
 			case e.Revision() > rev:
 				return true, nil
 			}
+		}
+	}
+}
+
+// stopWatch stops a bucket watch and reads what is left of its updates
+// until nats.go closes the channel. nats.go's delivery goroutine blocks
+// sending each entry into the watch's 256-entry channel (holding the
+// watcher's lock, jetstream/kv.go WatchFiltered, v1.55.0); a watch
+// stopped while that channel was full, as a busy fleet's is, would leave
+// that goroutine blocked for good. The channel is closed once the
+// goroutine returns from its last delivery (the subscription's closed
+// handler); 10 s is far more than that takes, a bound so that a
+// misbehaving client cannot hold the loop's exit forever.
+func stopWatch(w jetstream.KeyWatcher, log *zap.Logger) {
+	_ = w.Stop()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-timeout.C:
+			log.Warn("lease bucket watch not closed 10 s after it was stopped; its delivery goroutine may stay blocked")
+			return
 		}
 	}
 }
@@ -503,7 +529,7 @@ func (n *Node) loop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w, n.log)
 	tick := time.NewTicker(n.o.TTL / 4)
 	defer tick.Stop()
 	// The placer looks for leases (and the leader lease) not renewed for

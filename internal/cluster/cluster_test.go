@@ -256,3 +256,27 @@ func TestUnwantedReleased(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the lease of the stream no longer wanted released")
 	n.Drain(context.Background())
 }
+
+// A watch stopped while nats.go's delivery goroutine is blocked on its
+// full channel (a busy bucket, a loop behind) leaves no goroutine behind
+// once stopWatch returns. With a plain Stop the goroutine stays blocked
+// in its channel send for good: BenchmarkFleetControlPlane's goleak
+// failure, on the watches of the nodes it had stopped.
+func TestStopWatchLeavesNoGoroutine(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	// Registered first, so it runs last: after the server and the
+	// connection are gone.
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	nc := server(t, true)
+	kv, err := openBucket(t.Context(), Options{Conn: nc, Bucket: "watch", TTL: time.Minute})
+	require.NoError(t, err)
+	w, err := kv.WatchAll(t.Context())
+	require.NoError(t, err)
+	for i := range 400 { // more than the watch's channel holds (256)
+		_, err := kv.Put(t.Context(), "k"+strconv.Itoa(i), []byte("x"))
+		require.NoError(t, err)
+	}
+	testenv.Eventually(t, func() bool { return len(w.Updates()) == cap(w.Updates()) }, 10*time.Second, 10*time.Millisecond,
+		"the watch's channel full")
+	stopWatch(w, zaptest.NewLogger(t))
+}
