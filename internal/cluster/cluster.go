@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -1168,8 +1169,9 @@ func pick(cands map[string]*candidate, w float64, except string) *candidate {
 // rebalance asks for up to MaxMoves moves, each from the most loaded
 // node to the least loaded one, while their relative loads differ by more
 // than a tenth of the mean, of the stream that evens the two out best,
-// only when it lowers the higher of the two; a stream moved in the
-// previous two intervals stays.
+// only when it lowers the higher of the two and narrows their difference
+// by half the stream's weight or more; a stream moved in the previous two
+// intervals stays.
 func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owners map[string]string, mean float64, now int64) {
 	load, capacity := 0.0, 0.0
 	for _, c := range cands {
@@ -1195,7 +1197,9 @@ func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owner
 		before := hi.load / hi.cap.Effective()
 		// 10 % of the mean: measured rates wobble by a few percent, and
 		// a move must pay for a restart with a clear gain.
-		if before-lo.load/lo.cap.Effective() <= avg/10 {
+		tol := avg / 10
+		gap := before - lo.load/lo.cap.Effective()
+		if gap <= tol {
 			return
 		}
 		var stream string
@@ -1205,7 +1209,16 @@ func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owner
 				continue
 			}
 			w := n.weight(id, mean)
-			after := max((hi.load-w)/hi.cap.Effective(), (lo.load+w)/lo.cap.Effective())
+			hiAfter, loAfter := (hi.load-w)/hi.cap.Effective(), (lo.load+w)/lo.cap.Effective()
+			// The gap between the two must narrow by at least half the
+			// stream's weight (a quarter of what a small stream's move
+			// narrows it by): else 7 streams against 6 swap one back
+			// and forth whenever the measured weights wobble (the
+			// higher load falls a little, the gap stays one stream).
+			if gap-math.Abs(hiAfter-loAfter) < (w/hi.cap.Effective()+w/lo.cap.Effective())/4 {
+				continue
+			}
+			after := max(hiAfter, loAfter)
 			if after < bestAfter || after == bestAfter && stream != "" && id < stream {
 				stream, bestAfter = id, after
 			}

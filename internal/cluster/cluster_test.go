@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
@@ -279,4 +281,43 @@ func TestStopWatchLeavesNoGoroutine(t *testing.T) {
 	testenv.Eventually(t, func() bool { return len(w.Updates()) == cap(w.Updates()) }, 10*time.Second, 10*time.Millisecond,
 		"the watch's channel full")
 	stopWatch(w, zaptest.NewLogger(t))
+}
+
+// The placer's moves even the loads out and then stop: an odd number of
+// equal streams (7 against 6) stays put although their measured weights
+// wobble (the lightest stream of the 7 weighing less than the difference
+// lowered the higher load a little, and the next interval moved one
+// back), while a real imbalance still moves streams.
+func TestRebalanceStops(t *testing.T) {
+	nc := server(t, true)
+	kv, err := openBucket(t.Context(), Options{Conn: nc, Bucket: "moves", TTL: time.Minute})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name  string
+		a, b  []float64 // the weights of the streams on nodes a and b
+		moves int
+	}{
+		{"7 and 6, wobbling", []float64{1.02, 1.02, 1.02, 1.02, 1.02, 1.02, 0.97}, []float64{1, 1, 1, 1, 1, 1}, 0},
+		{"13 and 0", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, nil, 6},
+		{"8 and 5", []float64{1, 1, 1, 1, 1, 1, 1, 1}, []float64{1, 1, 1, 1, 1}, 1},
+		{"one heavy stream alone", []float64{10}, []float64{1}, 0},
+		{"500 and 0, up to max_moves", slices.Repeat([]float64{1}, 500), nil, 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := &Node{o: Options{TTL: time.Minute, RebalanceInterval: time.Second, MaxMoves: 20}, kv: kv, log: zaptest.NewLogger(t),
+				base: time.Now(), weights: map[string]float64{}, moved: map[string]int64{}, m: newMetrics(nil)}
+			cands := map[string]*candidate{"a": {id: "a"}, "b": {id: "b"}}
+			owners := map[string]string{}
+			for node, ws := range map[string][]float64{"a": c.a, "b": c.b} {
+				for i, w := range ws {
+					id := node + strconv.Itoa(i)
+					n.weights[id], owners[id] = w, node
+					cands[node].load += w
+					cands[node].count++
+				}
+			}
+			n.rebalance(t.Context(), cands, owners, 1, n.mono())
+			require.Equal(t, float64(c.moves), testutil.ToFloat64(n.m.moves))
+		})
+	}
 }
