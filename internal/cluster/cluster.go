@@ -183,6 +183,10 @@ type Options struct {
 	Logger            *zap.Logger
 	// Metrics registers the vigil_cluster_* collectors (nil: none).
 	Metrics prometheus.Registerer
+
+	// wall is the wall clock (nil: time.Now), read only for what people
+	// read (NodeInfo.Started and Renewed); tests jump it.
+	wall func() time.Time
 }
 
 // lease is a lease this node holds. deadline is read by the fence on
@@ -198,11 +202,10 @@ type lease struct {
 
 // seen is the loop's view of one key.
 type seen struct {
-	rev  uint64
-	val  []byte
-	del  bool
-	at   int64 // Node.mono when seen
-	when time.Time
+	rev uint64
+	val []byte
+	del bool
+	at  int64 // Node.mono when seen
 }
 
 // Node is this vigil's membership in the fleet. Create it with New (which
@@ -239,8 +242,11 @@ type Node struct {
 	stopped       chan struct{}
 }
 
-// mono is the node's monotonic clock, in nanoseconds since New. Lease
-// decisions read only this clock: a wall-clock jump changes nothing.
+// mono is the node's monotonic clock, in nanoseconds since New (base
+// holds time.Now's monotonic reading, which time.Since uses). Lease
+// decisions read only this clock: a wall-clock jump changes nothing
+// (TestWallClockJump); the wall clock (Options.wall) only labels what
+// people read.
 func (n *Node) mono() int64 { return int64(time.Since(n.base)) }
 
 // safe is how long after sending a successful write a lease is still
@@ -261,7 +267,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if o.MaxMoves < 0 {
 		o.MaxMoves = 0
 	}
-	n := &Node{o: o, log: o.Logger, base: time.Now(), instance: pipeline.NewEpoch(), started: time.Now(),
+	if o.wall == nil {
+		o.wall = time.Now
+	}
+	n := &Node{o: o, log: o.Logger, base: time.Now(), instance: pipeline.NewEpoch(), started: o.wall(),
 		held: map[string]*lease{}, where: map[string]Where{}, view: map[string]*seen{}, weights: map[string]float64{}, moved: map[string]int64{}, unwanted: map[string]int{}, grants: map[string]uint64{},
 		reqs: make(chan func()), stopped: make(chan struct{}), m: newMetrics(o.Metrics)}
 	kv, err := openBucket(ctx, o)
@@ -346,7 +355,7 @@ func (n *Node) info(running map[string]StreamInfo) NodeInfo {
 	}
 	return NodeInfo{ID: n.o.ID, Instance: n.instance, Version: n.o.Version, Host: host, PID: os.Getpid(), API: n.o.API,
 		Started: n.started.UTC(), Capacity: n.o.Capacity, Load: load, Streams: running, Draining: n.draining.Load(),
-		Leader: n.leader != nil, Renewed: time.Now().UTC()}
+		Leader: n.leader != nil, Renewed: n.o.wall().UTC()}
 }
 
 // register creates node.<id>. An entry that is there already belongs to
@@ -602,7 +611,7 @@ func (n *Node) do(ctx context.Context, f func()) bool {
 // granted again at once when this node is the placer.
 func (n *Node) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 	key := e.Key()
-	s := &seen{rev: e.Revision(), val: e.Value(), del: e.Operation() != jetstream.KeyValuePut, at: n.mono(), when: e.Created()}
+	s := &seen{rev: e.Revision(), val: e.Value(), del: e.Operation() != jetstream.KeyValuePut, at: n.mono()}
 	n.view[key] = s
 	switch {
 	case strings.HasPrefix(key, leasePrefix):

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,6 +282,68 @@ func TestStopWatchLeavesNoGoroutine(t *testing.T) {
 	testenv.Eventually(t, func() bool { return len(w.Updates()) == cap(w.Updates()) }, 10*time.Second, 10*time.Millisecond,
 		"the watch's channel full")
 	stopWatch(w, zaptest.NewLogger(t))
+}
+
+// A node whose wall clock jumps an hour forward or back keeps its leases
+// safe, since it measures them on the monotonic clock only. The test
+// jumps the node's wall clock (Options.wall, every wall-clock read of
+// the package) on a running node with a real server:
+//
+//   - while it runs: it drops no lease it holds (its fence stays open
+//     at every look and nothing is lost over two TTLs of renewals), and
+//     the jump did reach its entry (Renewed is an hour off);
+//   - while its loop is held, as a paused node's: its fence is shut
+//     three quarters of a TTL after the hold began, the latest its last
+//     renewal could have been sent, although the clock jumped meanwhile
+//     (a deadline on a wall clock set back an hour would stay open that
+//     hour). That bound is exact: the check runs after it, no margin.
+func TestWallClockJump(t *testing.T) {
+	const ttl = 3 * time.Second // a little over testTTL: renewals must not miss on a loaded machine
+	for _, jump := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(jump.String(), func(t *testing.T) {
+			nc := server(t, true)
+			var offset atomic.Int64
+			o := options(nc, "n1", newRunner("s0", "s1"), t)
+			o.TTL, o.RebalanceInterval = ttl, ttl
+			o.wall = func() time.Time { return time.Now().Add(time.Duration(offset.Load())).Round(0) }
+			n, err := New(t.Context(), o)
+			require.NoError(t, err)
+			r := o.Runner.(*runner)
+			run(t, n)
+			testenv.Eventually(t, func() bool { return n.Holds("s0") && n.Holds("s1") && r.count() == 2 },
+				10*time.Second, 20*time.Millisecond, "both leases held")
+			renewals := func() float64 { return testutil.ToFloat64(n.m.ops.WithLabelValues("renew", "ok")) }
+
+			// Running: the jump costs no lease.
+			before := renewals()
+			offset.Store(int64(jump))
+			for start := time.Now(); time.Since(start) < 2*ttl; time.Sleep(20 * time.Millisecond) {
+				require.True(t, n.Holds("s0") && n.Holds("s1"), "a lease dropped %s after the wall clock jumped %s", time.Since(start), jump)
+			}
+			require.Equal(t, 2, r.count())
+			require.Zero(t, testutil.ToFloat64(n.m.lost), "leases lost")
+			// A renewal every quarter TTL: 8 rounds of 3 writes (2
+			// leases and the leader lease); at least 2 rounds, since
+			// the machine may be slow.
+			require.GreaterOrEqual(t, renewals()-before, 6.0, "renewals after the jump")
+			nodes, err := Nodes(t.Context(), n.Bucket())
+			require.NoError(t, err)
+			require.Len(t, nodes, 1)
+			require.WithinDuration(t, time.Now().Add(jump), nodes[0].Renewed, ttl, "the jumped wall clock in the node's entry")
+
+			// Paused: the fence shuts on time whatever the wall clock did.
+			release := make(chan struct{})
+			held := make(chan time.Time, 1)
+			go n.do(context.Background(), func() { held <- time.Now(); <-release })
+			heldAt := <-held
+			offset.Add(int64(jump))
+			time.Sleep(time.Until(heldAt.Add(ttl * 3 / 4)))
+			require.False(t, n.Holds("s0") || n.Holds("s1"), "the fence open %s after the loop was held (wall clock jumped %s meanwhile)",
+				time.Since(heldAt), jump)
+			close(release)
+			n.Drain(context.Background())
+		})
+	}
 }
 
 // The placer's moves even the loads out and then stop: an odd number of
