@@ -237,6 +237,7 @@ type Node struct {
 	moved         map[string]int64  // stream -> mono of its last move
 	unwanted      map[string]int    // held stream -> ticks it has not been wanted
 	grants        map[string]uint64 // grants to this node seen, not yet taken: stream -> revision
+	placeDue      bool              // a lease was seen released or expired: place after the watch's batch
 	lastRebalance int64
 	reqs          chan func()
 	stopped       chan struct{}
@@ -575,6 +576,14 @@ func (n *Node) loop(ctx context.Context) error {
 				}
 			}
 			n.takeGrants(ctx)
+			// One placement for all the leases seen released or
+			// expired in the batch: a dead node's hundreds expire at
+			// once, and a placement per expiry kept the loop from
+			// reading the rest (each wrote every pending grant).
+			if n.placeDue && n.isLeader() && !n.draining.Load() {
+				n.place(ctx, false)
+			}
+			n.placeDue = false
 		case <-tick.C:
 			if err := n.tick(ctx); err != nil {
 				return err
@@ -618,9 +627,7 @@ func (n *Node) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 		id := key[len(leasePrefix):]
 		if s.del {
 			n.m.expired.Inc()
-			if n.isLeader() && !n.draining.Load() {
-				n.place(ctx, false)
-			}
+			n.placeDue = true // once the watch's batch is read (loop)
 			return
 		}
 		var v leaseValue
@@ -707,7 +714,7 @@ func (n *Node) takeGrants(ctx context.Context) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			sent := n.mono()
-			nrev, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, rev)
+			nrev, err := n.update(ctx, leasePrefix+id, b, rev)
 			results <- result{id: id, rev: nrev, sent: sent, err: err}
 		}()
 	}
@@ -732,6 +739,36 @@ func (n *Node) takeGrants(ctx context.Context) {
 	sort.Strings(taken)
 	for _, id := range taken {
 		n.o.Runner.Start(id)
+	}
+}
+
+// update is a compare-and-set of key on revision rev that rides out the
+// stream leader's in-flight check: on a replicated bucket the leader
+// refuses a compare-and-set on a key with an earlier write still being
+// applied (error 10164, "wrong last sequence" without a number;
+// nats-server v2.15.3 jetstream_batching.go), although rev is the
+// latest. A node that saw a grant through its watch may ask that soon:
+// BenchmarkFleetControlPlane saw takes of fresh grants fail so, leaving
+// the stream to wait a TTL for the placer. When a read shows the key
+// still at rev, the conflict was that check, and update asks again, up to
+// 3 more times, 20 ms apart. A real conflict (the key changed) is
+// returned as it came.
+func (n *Node) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := n.kv.Update(n.opctx(ctx), key, val, rev)
+		if err == nil || attempt == 3 || !isConflict(err) {
+			return r, err
+		}
+		e, gerr := n.kv.Get(n.opctx(ctx), key)
+		if gerr != nil || e.Revision() != rev {
+			return r, err
+		}
+		n.m.retries.Inc()
+		select {
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -856,7 +893,7 @@ func (n *Node) renewAll(ctx context.Context, ls map[string]*lease) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			sent := n.mono()
-			rev, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, l.rev)
+			rev, err := n.update(ctx, leasePrefix+id, b, l.rev)
 			results <- result{id: id, rev: rev, sent: sent, err: err,
 				mismatch: errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound)}
 		}()
@@ -1151,9 +1188,18 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 // owner sent it more than a TTL ago and stopped a quarter TTL ago; and an
 // owner that did write meanwhile changed the revision, which fails the
 // compare-and-set.
+//
+// When the compare-and-set fails, the key may have changed in a way the
+// view has not shown yet: most often the server's expiry timer deleted
+// it meanwhile (a stale lease's server-side expiry is due at about the
+// same time). Then create-if-absent, which succeeds only on a deleted or
+// expired key, grants it now rather than after the view catches up.
 func (n *Node) takeOver(ctx context.Context, id string, grant []byte, stale map[string]uint64) (uint64, error) {
 	if rev, ok := stale[id]; ok {
-		return n.kv.Update(n.opctx(ctx), leasePrefix+id, grant, rev)
+		r, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, grant, rev)
+		if !isConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return r, err
+		}
 	}
 	return n.kv.Create(n.opctx(ctx), leasePrefix+id, grant)
 }
@@ -1263,7 +1309,7 @@ func (n *Node) handOver(ctx context.Context, id, to string) {
 	}
 	n.stopHeld(id, l)
 	b, _ := json.Marshal(leaseValue{Node: to, From: n.o.ID})
-	_, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, l.rev)
+	_, err := n.update(ctx, leasePrefix+id, b, l.rev)
 	n.m.op("handover", err)
 	if err != nil {
 		n.log.Warn("handing a stream over failed; it runs again wherever the placer puts it after its lease expires",
