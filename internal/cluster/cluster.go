@@ -206,6 +206,10 @@ type seen struct {
 	val []byte
 	del bool
 	at  int64 // Node.mono when seen
+	// expired: the server expired this lease (or the leader lease) with
+	// a limit marker at revision rev; val and at are still those of the
+	// last write seen (observe says why).
+	expired bool
 }
 
 // Node is this vigil's membership in the fleet. Create it with New (which
@@ -621,11 +625,28 @@ func (n *Node) do(ctx context.Context, f func()) bool {
 func (n *Node) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 	key := e.Key()
 	s := &seen{rev: e.Revision(), val: e.Value(), del: e.Operation() != jetstream.KeyValuePut, at: n.mono()}
+	// A held lease the server expired (a limit marker, seen as a purge;
+	// vigil never purges) stays its holder's in the view until a TTL
+	// after its last write was seen, as if the server had not expired
+	// it: the server expires keys on its stream leader's wall clock, and
+	// a leader whose clock jumped forward expires them early, while their
+	// holders' fences are still open (TestServerExpiryEarly). A released
+	// lease (a delete) and an expired grant (no node took it, so none
+	// publishes under it) are free at once: the bench saw the server
+	// expire a batch of fresh grants, whose old keys it was expiring as
+	// they were written, and waiting a TTL for them cost 10 s.
+	if prev := n.view[key]; e.Operation() == jetstream.KeyValuePurge && prev != nil && !prev.del &&
+		(strings.HasPrefix(key, leasePrefix) || key == leaderKey) {
+		var v leaseValue
+		if json.Unmarshal(prev.val, &v) == nil && v.Instance != "" {
+			s = &seen{rev: e.Revision(), val: prev.val, at: prev.at, expired: true}
+		}
+	}
 	n.view[key] = s
 	switch {
 	case strings.HasPrefix(key, leasePrefix):
 		id := key[len(leasePrefix):]
-		if s.del {
+		if s.del || s.expired {
 			n.m.expired.Inc()
 			n.placeDue = true // once the watch's batch is read (loop)
 			return
@@ -1001,7 +1022,10 @@ func (n *Node) elect(ctx context.Context) {
 		// Not renewed for a TTL (see takeOver): its holder stopped
 		// leading a quarter TTL ago, whenever the server expires it.
 		rev, err = n.kv.Update(n.opctx(ctx), leaderKey, b, s.rev)
-	} else {
+	}
+	if s == nil || s.del || isConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		// No leader, or the key changed since it was seen (expired
+		// and gone, or another node leads: then this fails).
 		rev, err = n.kv.Create(n.opctx(ctx), leaderKey, b)
 	}
 	if err != nil {
@@ -1060,7 +1084,8 @@ func (n *Node) nodes() map[string]*candidate {
 }
 
 // owners returns stream -> node of the leases in the view that are held:
-// not deleted, and written within the last TTL as this node saw them.
+// not deleted, and written within the last TTL as this node saw them
+// (expired by the server or not: see observe).
 // stale has the revision of each lease not written for a TTL: its owner
 // has been stopped for a quarter TTL (see takeOver).
 func (n *Node) owners() (owners map[string]string, stale map[string]uint64) {

@@ -384,3 +384,45 @@ func TestRebalanceStops(t *testing.T) {
 		})
 	}
 }
+
+// A lease the server expires early, as a server whose wall clock jumped
+// forward does (it expires keys on its own wall clock; with embedded
+// clustering a node's clock is a server's), is not granted to another
+// node while its holder may still publish: the placer waits a TTL from
+// the last write it saw, as for any lease not renewed, and the holder
+// stops at its next renewal. The test expires the key by purging it
+// (what the watchers see of an expiry is the same: a purge marker) and
+// checks at every look that no two nodes hold the stream at once.
+func TestServerExpiryEarly(t *testing.T) {
+	nc := server(t, true)
+	oa, ob := options(nc, "a", newRunner("s0", "s1", "s2"), t), options(nc, "b", newRunner("s0", "s1", "s2"), t)
+	oa.MaxMoves, ob.MaxMoves = 0, 0 // a keeps all three; b is the node a free stream would go to
+	a, err := New(t.Context(), oa)
+	require.NoError(t, err)
+	run(t, a)
+	testenv.Eventually(t, func() bool { return a.Holds("s0") && a.Holds("s1") && a.Holds("s2") }, 10*time.Second, 20*time.Millisecond, "a holds the 3 streams")
+	b, err := New(t.Context(), ob)
+	require.NoError(t, err)
+	run(t, b)
+	testenv.Eventually(t, func() bool {
+		seen := 0
+		a.do(t.Context(), func() { seen = len(a.nodes()) })
+		return seen == 2
+	}, 10*time.Second, 20*time.Millisecond, "the placer (a) sees b")
+
+	require.NoError(t, a.Bucket().Purge(t.Context(), leasePrefix+"s0"))
+	purged := time.Now()
+	var moved time.Duration
+	for time.Since(purged) < 3*testTTL {
+		ha, hb := a.Holds("s0"), b.Holds("s0")
+		require.False(t, ha && hb, "a and b both hold s0 %s after the server expired it", time.Since(purged))
+		if hb && moved == 0 {
+			moved = time.Since(purged)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.NotZero(t, moved, "s0 runs on b within 3 TTLs")
+	t.Logf("s0 taken by b %s after its early expiry", moved)
+	b.Drain(context.Background())
+	a.Drain(context.Background())
+}
