@@ -333,6 +333,10 @@ func TestWallClockJump(t *testing.T) {
 
 			// Paused: the fence shuts on time whatever the wall clock did.
 			release := make(chan struct{})
+			var once sync.Once
+			// Before run's cleanup (cleanups run last first): a failing
+			// check must not leave the loop held.
+			t.Cleanup(func() { once.Do(func() { close(release) }) })
 			held := make(chan time.Time, 1)
 			go n.do(context.Background(), func() { held <- time.Now(); <-release })
 			heldAt := <-held
@@ -340,7 +344,7 @@ func TestWallClockJump(t *testing.T) {
 			time.Sleep(time.Until(heldAt.Add(ttl * 3 / 4)))
 			require.False(t, n.Holds("s0") || n.Holds("s1"), "the fence open %s after the loop was held (wall clock jumped %s meanwhile)",
 				time.Since(heldAt), jump)
-			close(release)
+			once.Do(func() { close(release) })
 			n.Drain(context.Background())
 		})
 	}
