@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/vigil-video/vigil/internal/testenv"
 )
@@ -31,6 +33,19 @@ func BenchmarkFleetControlPlane(b *testing.B) {
 	const streams, kills = 1000, 10
 	ttl := 10 * time.Second
 	cl := testenv.StartNATSCluster(b, 3)
+	// VIGIL_BENCH_LOG names a file for the nodes' logs (every grant,
+	// take and move, with times) and the kills': what a slow failover
+	// is read from.
+	log := zap.NewNop()
+	if p := os.Getenv("VIGIL_BENCH_LOG"); p != "" {
+		cfg := zap.NewProductionConfig()
+		cfg.OutputPaths, cfg.Sampling = []string{p}, nil
+		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+		var err error
+		if log, err = cfg.Build(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var ids []string
 	for i := range streams {
 		ids = append(ids, "s"+strconv.Itoa(i))
@@ -49,7 +64,7 @@ func BenchmarkFleetControlPlane(b *testing.B) {
 		b.Cleanup(nc.Close)
 		m := &member{r: newRunner(ids...), reg: prometheus.NewRegistry()}
 		o := Options{Conn: nc, Bucket: "leases", ID: id, Version: "bench", TTL: ttl, RebalanceInterval: ttl / 4,
-			MaxMoves: 100, Runner: m.r, Logger: zap.NewNop(), Metrics: m.reg}
+			MaxMoves: 100, Runner: m.r, Logger: log.Named(id), Metrics: m.reg}
 		testenv.Eventually(b, func() bool {
 			m.n, err = New(context.Background(), o)
 			return err == nil
@@ -105,7 +120,12 @@ func BenchmarkFleetControlPlane(b *testing.B) {
 			}
 		}
 		lost := members[victim].r.count()
+		had := map[string]int{}
+		for id, m := range members {
+			had[id] = m.r.count()
+		}
 		killed := time.Now()
+		log.Info("bench: node killed", zap.Int("kill", k), zap.String("node", victim), zap.Int("streams", lost))
 		members[victim].stop()
 		delete(members, victim)
 		// Up to 6 TTLs (a slow takeover is a figure too, not a stop).
@@ -117,7 +137,16 @@ func BenchmarkFleetControlPlane(b *testing.B) {
 			b.Logf("kill %d: %d of %d streams running after %s", k, total(), streams, d.Round(time.Millisecond))
 		}
 		took = append(took, d)
-		b.Logf("kill %d: node %s with %d streams; all running elsewhere after %s", k, victim, lost, d.Round(time.Millisecond))
+		log.Info("bench: every stream running again", zap.Int("kill", k), zap.Duration("after", d))
+		var spread []string
+		retries := 0.0
+		for id, m := range members {
+			spread = append(spread, fmt.Sprintf("%s +%d", id, m.r.count()-had[id]))
+			retries += testutil.ToFloat64(m.n.m.retries)
+		}
+		slices.Sort(spread)
+		b.Logf("kill %d: node %s with %d streams; all running elsewhere after %s, taken %v (compare-and-sets retried so far: %.0f)",
+			k, victim, lost, d.Round(time.Millisecond), spread, retries)
 		id := fmt.Sprintf("r%d", next)
 		next++
 		members[id] = join(id)

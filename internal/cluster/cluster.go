@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -182,6 +183,10 @@ type Options struct {
 	Logger            *zap.Logger
 	// Metrics registers the vigil_cluster_* collectors (nil: none).
 	Metrics prometheus.Registerer
+
+	// wall is the wall clock (nil: time.Now), read only for what people
+	// read (NodeInfo.Started and Renewed); tests jump it.
+	wall func() time.Time
 }
 
 // lease is a lease this node holds. deadline is read by the fence on
@@ -197,11 +202,14 @@ type lease struct {
 
 // seen is the loop's view of one key.
 type seen struct {
-	rev  uint64
-	val  []byte
-	del  bool
-	at   int64 // Node.mono when seen
-	when time.Time
+	rev uint64
+	val []byte
+	del bool
+	at  int64 // Node.mono when seen
+	// expired: the server expired this lease (or the leader lease) with
+	// a limit marker at revision rev; val and at are still those of the
+	// last write seen (observe says why).
+	expired bool
 }
 
 // Node is this vigil's membership in the fleet. Create it with New (which
@@ -233,13 +241,17 @@ type Node struct {
 	moved         map[string]int64  // stream -> mono of its last move
 	unwanted      map[string]int    // held stream -> ticks it has not been wanted
 	grants        map[string]uint64 // grants to this node seen, not yet taken: stream -> revision
+	placeDue      bool              // a lease was seen released or expired: place after the watch's batch
 	lastRebalance int64
 	reqs          chan func()
 	stopped       chan struct{}
 }
 
-// mono is the node's monotonic clock, in nanoseconds since New. Lease
-// decisions read only this clock: a wall-clock jump changes nothing.
+// mono is the node's monotonic clock, in nanoseconds since New (base
+// holds time.Now's monotonic reading, which time.Since uses). Lease
+// decisions read only this clock: a wall-clock jump changes nothing
+// (TestWallClockJump); the wall clock (Options.wall) only labels what
+// people read.
 func (n *Node) mono() int64 { return int64(time.Since(n.base)) }
 
 // safe is how long after sending a successful write a lease is still
@@ -260,7 +272,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if o.MaxMoves < 0 {
 		o.MaxMoves = 0
 	}
-	n := &Node{o: o, log: o.Logger, base: time.Now(), instance: pipeline.NewEpoch(), started: time.Now(),
+	if o.wall == nil {
+		o.wall = time.Now
+	}
+	n := &Node{o: o, log: o.Logger, base: time.Now(), instance: pipeline.NewEpoch(), started: o.wall(),
 		held: map[string]*lease{}, where: map[string]Where{}, view: map[string]*seen{}, weights: map[string]float64{}, moved: map[string]int64{}, unwanted: map[string]int{}, grants: map[string]uint64{},
 		reqs: make(chan func()), stopped: make(chan struct{}), m: newMetrics(o.Metrics)}
 	kv, err := openBucket(ctx, o)
@@ -345,7 +360,7 @@ func (n *Node) info(running map[string]StreamInfo) NodeInfo {
 	}
 	return NodeInfo{ID: n.o.ID, Instance: n.instance, Version: n.o.Version, Host: host, PID: os.Getpid(), API: n.o.API,
 		Started: n.started.UTC(), Capacity: n.o.Capacity, Load: load, Streams: running, Draining: n.draining.Load(),
-		Leader: n.leader != nil, Renewed: time.Now().UTC()}
+		Leader: n.leader != nil, Renewed: n.o.wall().UTC()}
 }
 
 // register creates node.<id>. An entry that is there already belongs to
@@ -394,7 +409,7 @@ func (n *Node) renewedWithin(ctx context.Context, key string, rev uint64, d time
 	if err != nil {
 		return false, fmt.Errorf("watching %s: %w", key, err)
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w, n.log)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -411,6 +426,32 @@ func (n *Node) renewedWithin(ctx context.Context, key string, rev uint64, d time
 			case e.Revision() > rev:
 				return true, nil
 			}
+		}
+	}
+}
+
+// stopWatch stops a bucket watch and reads what is left of its updates
+// until nats.go closes the channel. nats.go's delivery goroutine blocks
+// sending each entry into the watch's 256-entry channel (holding the
+// watcher's lock, jetstream/kv.go WatchFiltered, v1.55.0); a watch
+// stopped while that channel was full, as a busy fleet's is, would leave
+// that goroutine blocked for good. The channel is closed once the
+// goroutine returns from its last delivery (the subscription's closed
+// handler); 10 s is far more than that takes, a bound so that a
+// misbehaving client cannot hold the loop's exit forever.
+func stopWatch(w jetstream.KeyWatcher, log *zap.Logger) {
+	_ = w.Stop()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-timeout.C:
+			log.Warn("lease bucket watch not closed 10 s after it was stopped; its delivery goroutine may stay blocked")
+			return
 		}
 	}
 }
@@ -503,7 +544,7 @@ func (n *Node) loop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w, n.log)
 	tick := time.NewTicker(n.o.TTL / 4)
 	defer tick.Stop()
 	// The placer looks for leases (and the leader lease) not renewed for
@@ -539,6 +580,14 @@ func (n *Node) loop(ctx context.Context) error {
 				}
 			}
 			n.takeGrants(ctx)
+			// One placement for all the leases seen released or
+			// expired in the batch: a dead node's hundreds expire at
+			// once, and a placement per expiry kept the loop from
+			// reading the rest (each wrote every pending grant).
+			if n.placeDue && n.isLeader() && !n.draining.Load() {
+				n.place(ctx, false)
+			}
+			n.placeDue = false
 		case <-tick.C:
 			if err := n.tick(ctx); err != nil {
 				return err
@@ -575,16 +624,31 @@ func (n *Node) do(ctx context.Context, f func()) bool {
 // granted again at once when this node is the placer.
 func (n *Node) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 	key := e.Key()
-	s := &seen{rev: e.Revision(), val: e.Value(), del: e.Operation() != jetstream.KeyValuePut, at: n.mono(), when: e.Created()}
+	s := &seen{rev: e.Revision(), val: e.Value(), del: e.Operation() != jetstream.KeyValuePut, at: n.mono()}
+	// A held lease the server expired (a limit marker, seen as a purge;
+	// vigil never purges) stays its holder's in the view until a TTL
+	// after its last write was seen, as if the server had not expired
+	// it: the server expires keys on its stream leader's wall clock, and
+	// a leader whose clock jumped forward expires them early, while their
+	// holders' fences are still open (TestServerExpiryEarly). A released
+	// lease (a delete) and an expired grant (no node took it, so none
+	// publishes under it) are free at once: the bench saw the server
+	// expire a batch of fresh grants, whose old keys it was expiring as
+	// they were written, and waiting a TTL for them cost 10 s.
+	if prev := n.view[key]; e.Operation() == jetstream.KeyValuePurge && prev != nil && !prev.del &&
+		(strings.HasPrefix(key, leasePrefix) || key == leaderKey) {
+		var v leaseValue
+		if json.Unmarshal(prev.val, &v) == nil && v.Instance != "" {
+			s = &seen{rev: e.Revision(), val: prev.val, at: prev.at, expired: true}
+		}
+	}
 	n.view[key] = s
 	switch {
 	case strings.HasPrefix(key, leasePrefix):
 		id := key[len(leasePrefix):]
-		if s.del {
+		if s.del || s.expired {
 			n.m.expired.Inc()
-			if n.isLeader() && !n.draining.Load() {
-				n.place(ctx, false)
-			}
+			n.placeDue = true // once the watch's batch is read (loop)
 			return
 		}
 		var v leaseValue
@@ -671,7 +735,7 @@ func (n *Node) takeGrants(ctx context.Context) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			sent := n.mono()
-			nrev, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, rev)
+			nrev, err := n.update(ctx, leasePrefix+id, b, rev)
 			results <- result{id: id, rev: nrev, sent: sent, err: err}
 		}()
 	}
@@ -696,6 +760,36 @@ func (n *Node) takeGrants(ctx context.Context) {
 	sort.Strings(taken)
 	for _, id := range taken {
 		n.o.Runner.Start(id)
+	}
+}
+
+// update is a compare-and-set of key on revision rev that rides out the
+// stream leader's in-flight check: on a replicated bucket the leader
+// refuses a compare-and-set on a key with an earlier write still being
+// applied (error 10164, "wrong last sequence" without a number;
+// nats-server v2.15.3 jetstream_batching.go), although rev is the
+// latest. A node that saw a grant through its watch may ask that soon:
+// BenchmarkFleetControlPlane saw takes of fresh grants fail so, leaving
+// the stream to wait a TTL for the placer. When a read shows the key
+// still at rev, the conflict was that check, and update asks again, up to
+// 3 more times, 20 ms apart. A real conflict (the key changed) is
+// returned as it came.
+func (n *Node) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := n.kv.Update(n.opctx(ctx), key, val, rev)
+		if err == nil || attempt == 3 || !isConflict(err) {
+			return r, err
+		}
+		e, gerr := n.kv.Get(n.opctx(ctx), key)
+		if gerr != nil || e.Revision() != rev {
+			return r, err
+		}
+		n.m.retries.Inc()
+		select {
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -820,7 +914,7 @@ func (n *Node) renewAll(ctx context.Context, ls map[string]*lease) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			sent := n.mono()
-			rev, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, l.rev)
+			rev, err := n.update(ctx, leasePrefix+id, b, l.rev)
 			results <- result{id: id, rev: rev, sent: sent, err: err,
 				mismatch: errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound)}
 		}()
@@ -928,7 +1022,10 @@ func (n *Node) elect(ctx context.Context) {
 		// Not renewed for a TTL (see takeOver): its holder stopped
 		// leading a quarter TTL ago, whenever the server expires it.
 		rev, err = n.kv.Update(n.opctx(ctx), leaderKey, b, s.rev)
-	} else {
+	}
+	if s == nil || s.del || isConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		// No leader, or the key changed since it was seen (expired
+		// and gone, or another node leads: then this fails).
 		rev, err = n.kv.Create(n.opctx(ctx), leaderKey, b)
 	}
 	if err != nil {
@@ -987,7 +1084,8 @@ func (n *Node) nodes() map[string]*candidate {
 }
 
 // owners returns stream -> node of the leases in the view that are held:
-// not deleted, and written within the last TTL as this node saw them.
+// not deleted, and written within the last TTL as this node saw them
+// (expired by the server or not: see observe).
 // stale has the revision of each lease not written for a TTL: its owner
 // has been stopped for a quarter TTL (see takeOver).
 func (n *Node) owners() (owners map[string]string, stale map[string]uint64) {
@@ -1115,9 +1213,18 @@ func (n *Node) place(ctx context.Context, rebalance bool) {
 // owner sent it more than a TTL ago and stopped a quarter TTL ago; and an
 // owner that did write meanwhile changed the revision, which fails the
 // compare-and-set.
+//
+// When the compare-and-set fails, the key may have changed in a way the
+// view has not shown yet: most often the server's expiry timer deleted
+// it meanwhile (a stale lease's server-side expiry is due at about the
+// same time). Then create-if-absent, which succeeds only on a deleted or
+// expired key, grants it now rather than after the view catches up.
 func (n *Node) takeOver(ctx context.Context, id string, grant []byte, stale map[string]uint64) (uint64, error) {
 	if rev, ok := stale[id]; ok {
-		return n.kv.Update(n.opctx(ctx), leasePrefix+id, grant, rev)
+		r, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, grant, rev)
+		if !isConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return r, err
+		}
 	}
 	return n.kv.Create(n.opctx(ctx), leasePrefix+id, grant)
 }
@@ -1142,8 +1249,9 @@ func pick(cands map[string]*candidate, w float64, except string) *candidate {
 // rebalance asks for up to MaxMoves moves, each from the most loaded
 // node to the least loaded one, while their relative loads differ by more
 // than a tenth of the mean, of the stream that evens the two out best,
-// only when it lowers the higher of the two; a stream moved in the
-// previous two intervals stays.
+// only when it lowers the higher of the two and narrows their difference
+// by half the stream's weight or more; a stream moved in the previous two
+// intervals stays.
 func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owners map[string]string, mean float64, now int64) {
 	load, capacity := 0.0, 0.0
 	for _, c := range cands {
@@ -1169,7 +1277,9 @@ func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owner
 		before := hi.load / hi.cap.Effective()
 		// 10 % of the mean: measured rates wobble by a few percent, and
 		// a move must pay for a restart with a clear gain.
-		if before-lo.load/lo.cap.Effective() <= avg/10 {
+		tol := avg / 10
+		gap := before - lo.load/lo.cap.Effective()
+		if gap <= tol {
 			return
 		}
 		var stream string
@@ -1179,7 +1289,16 @@ func (n *Node) rebalance(ctx context.Context, cands map[string]*candidate, owner
 				continue
 			}
 			w := n.weight(id, mean)
-			after := max((hi.load-w)/hi.cap.Effective(), (lo.load+w)/lo.cap.Effective())
+			hiAfter, loAfter := (hi.load-w)/hi.cap.Effective(), (lo.load+w)/lo.cap.Effective()
+			// The gap between the two must narrow by at least half the
+			// stream's weight (a quarter of what a small stream's move
+			// narrows it by): else 7 streams against 6 swap one back
+			// and forth whenever the measured weights wobble (the
+			// higher load falls a little, the gap stays one stream).
+			if gap-math.Abs(hiAfter-loAfter) < (w/hi.cap.Effective()+w/lo.cap.Effective())/4 {
+				continue
+			}
+			after := max(hiAfter, loAfter)
 			if after < bestAfter || after == bestAfter && stream != "" && id < stream {
 				stream, bestAfter = id, after
 			}
@@ -1215,7 +1334,7 @@ func (n *Node) handOver(ctx context.Context, id, to string) {
 	}
 	n.stopHeld(id, l)
 	b, _ := json.Marshal(leaseValue{Node: to, From: n.o.ID})
-	_, err := n.kv.Update(n.opctx(ctx), leasePrefix+id, b, l.rev)
+	_, err := n.update(ctx, leasePrefix+id, b, l.rev)
 	n.m.op("handover", err)
 	if err != nil {
 		n.log.Warn("handing a stream over failed; it runs again wherever the placer puts it after its lease expires",

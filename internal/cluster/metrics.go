@@ -16,11 +16,14 @@ import (
 //     stream over (not renewed in time, or taken by another node);
 //   - vigil_cluster_handoffs_total: streams handed to another node;
 //   - vigil_cluster_moves_total: moves asked by this node as placer;
-//   - vigil_cluster_expiries_seen_total: leases seen deleted or expired.
+//   - vigil_cluster_expiries_seen_total: leases seen deleted or expired;
+//   - vigil_cluster_cas_retries_total: compare-and-sets asked again after
+//     the server refused them while the key's previous write was still
+//     being applied (Node.update).
 type metrics struct {
-	held, leader                   prometheus.Gauge
-	ops                            *prometheus.CounterVec
-	lost, handoffs, moves, expired prometheus.Counter
+	held, leader                            prometheus.Gauge
+	ops                                     *prometheus.CounterVec
+	lost, handoffs, moves, expired, retries prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,9 +35,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		handoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_cluster_handoffs_total", Help: "Streams handed over to another node (drain, rebalancing)."}),
 		moves:    prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_cluster_moves_total", Help: "Stream moves asked by this node while placing for the fleet."}),
 		expired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_cluster_expiries_seen_total", Help: "Stream leases seen released or expired."}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_cluster_cas_retries_total",
+			Help: "Lease compare-and-sets asked again because the server refused them while the key's previous write was still being applied."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.held, m.leader, m.ops, m.lost, m.handoffs, m.moves, m.expired)
+		reg.MustRegister(m.held, m.leader, m.ops, m.lost, m.handoffs, m.moves, m.expired, m.retries)
 	}
 	return m
 }
