@@ -2,15 +2,16 @@
 
 /**
  * h('div.tile', {dataset: {id}}, child, ...) makes an element: the tag may
- * carry .classes and a #id; props are set as properties (on*, dataset and
+ * carry .classes and a #id, in any order; props are set as properties (on*, dataset and
  * style objects merged); children are nodes or strings (text, never HTML).
  */
 export function h(spec, props, ...children) {
-  const [tagAndId, ...classes] = spec.split('.');
-  const [tag, id] = tagAndId.split('#');
-  const el = document.createElement(tag || 'div');
-  if (id) el.id = id;
-  if (classes.length) el.className = classes.join(' ');
+  const [tag, ...parts] = spec.split(/(?=[.#])/);
+  const el = document.createElement(tag.startsWith('.') || tag.startsWith('#') ? 'div' : tag);
+  for (const p of tag.startsWith('.') || tag.startsWith('#') ? [tag, ...parts] : parts) {
+    if (p[0] === '#') el.id = p.slice(1);
+    else el.classList.add(p.slice(1));
+  }
   for (const [k, v] of Object.entries(props || {})) {
     if (k === 'dataset' || k === 'style') Object.assign(el[k], v);
     else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);

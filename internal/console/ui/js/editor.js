@@ -80,6 +80,8 @@ export class Editor {
     this.drawn = null;
     this.editing = null;
     this.form.hidden = true;
+    this.f.name.value = '';
+    this.f.classes.value = '';
     this.f.hint.textContent = '';
     this.f.error.hidden = true;
     this.live.el.classList.remove('drawing-mode');

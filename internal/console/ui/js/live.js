@@ -79,6 +79,7 @@ export class LiveView {
     this.el.dataset.frames = String(this.frames);
     if (!msg) return;
     this.el.dataset.seq = String(msg.seq);
+    this.el.dataset.epoch = msg.epoch || '';
     this.last = msg;
     if (msg.width !== this.width || msg.height !== this.height) {
       this.width = msg.width;

@@ -27,9 +27,11 @@ export function latencyBar(el, st) {
   const pct = (v) => `${(100 * v) / full}%`;
   const segs = STAGES.filter((k) => stages[k] > 0).map((k) =>
     h(`div.seg.${k}`, { title: `${k} ${num(stages[k], 2)} ms`, style: { width: pct(stages[k]) }, dataset: { stage: k } }));
+  // A mark near the bar's right end has its label on its left.
+  const mark = (cls, v, label) => h(`div.mark.${cls}${v / full > 0.75 ? '.flip' : ''}`, { style: { left: pct(v) }, title: label }, h('span', {}, label));
   const marks = [];
-  if (budget) marks.push(h('div.mark.budget', { style: { left: pct(budget) }, title: `budget ${num(budget, 0)} ms` }, h('span', {}, `budget ${num(budget, 0)} ms`)));
-  if (st.p99_ms) marks.push(h('div.mark.p99', { style: { left: pct(st.p99_ms) }, title: `P99 ${num(st.p99_ms, 1)} ms` }, h('span', {}, `P99 ${num(st.p99_ms, 0)} ms`)));
+  if (budget) marks.push(mark('budget', budget, `budget ${num(budget, 0)} ms`));
+  if (st.p99_ms) marks.push(mark('p99', st.p99_ms, `P99 ${num(st.p99_ms, 0)} ms`));
   const legend = STAGES.filter((k) => stages[k] > 0).map((k) => h('li', {}, h(`i.${k}`), `${k} ${num(stages[k], 2)} ms`));
   el.replaceChildren(h('div.bar', {}, ...segs, ...marks), h('ul.legend', {}, ...legend, h('li', {}, `mean total ${num(total, 1)} ms`)));
 }
