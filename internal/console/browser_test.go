@@ -106,51 +106,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Cleanup(cancelTimeout)
 	var jsErrs jsErrors
 	require.NoError(t, chromedp.Listen(ctx, jsErrs.listen))
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		// 30 s for a few clicks and waits: far more than a page of the
-		// console needs on a loaded 2-core machine; on failure the page
-		// and its console show what it was doing.
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.outerHTML`))
-			t.Fatalf("%s: %v\npage: %s\nexceptions: %s\nconsole: %s", what, err, html, strings.Join(jsErrs.get(), "\n"), strings.Join(jsErrs.consoleLines(), "\n"))
-		}
-	}
-	eval := func(js string, out any) {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
-		require.NoError(t, err, js)
-		b, err := json.Marshal(v)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, out), "%s gave %s", js, b)
-	}
-	// setValue replaces the value of a form's input, as a user who
-	// selects it and types over it would.
-	setValue := func(sel, value string) {
-		t.Helper()
-		b, _ := json.Marshal(value)
-		var ok bool
-		eval(`(() => { const e = document.querySelector('`+sel+`'); if (!e) return false; e.value = `+string(b)+`;
-			e.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, &ok)
-		require.True(t, ok, "no %s", sel)
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		require.NoError(t, err, sel)
-		return s
-	}
+	pg := &page{ctx: ctx, errs: &jsErrs}
 
 	// Without a token the console asks for one; a wrong one is refused.
-	run("open the console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
-	shots.take(ctx, "login")
-	run("log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS("#login-submit")),
+	pg.run(t, "open the console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	shots.take(t, ctx, "login")
+	pg.run(t, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS("#login-submit")),
 		chromedp.WaitVisible(chromedp.CSS("#login-error")))
-	require.Equal(t, "wrong token", text("#login-error"))
-	setValue("#token", "")
-	run("log in", chromedp.SendKeys(chromedp.CSS("#token"), token),
+	require.Equal(t, "wrong token", pg.text(t, "#login-error"))
+	pg.setValue(t, "#token", "")
+	pg.run(t, "log in", chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS(`.tile[data-id="pan"]`)))
 
 	t.Run("wall", func(t *testing.T) {
@@ -163,10 +128,10 @@ func TestConsoleInBrowser(t *testing.T) {
 			const g = c.getContext('2d'); g.drawImage(img, 0, 0, 32, 16);
 			return Array.from(g.getImageData(0, 0, 32, 16).data).join(','); })()`
 		var first string
-		testenv.Eventually(t, func() bool { eval(thumb, &first); return first != "" }, 30*time.Second, 100*time.Millisecond, "a picture on the tile")
+		testenv.Eventually(t, func() bool { pg.eval(t, thumb, &first); return first != "" }, 30*time.Second, 100*time.Millisecond, "a picture on the tile")
 		testenv.Eventually(t, func() bool {
 			var now string
-			eval(thumb, &now)
+			pg.eval(t, thumb, &now)
 			return now != "" && now != first
 		}, 30*time.Second, 200*time.Millisecond, "the tile's picture changes")
 
@@ -175,7 +140,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		// its own), in source pixels; the overlay covers the picture.
 		var shown overlay
 		testenv.Eventually(t, func() bool {
-			eval(overlayJS(`.tile[data-id="pan"] .live`), &shown)
+			pg.eval(t, overlayJS(`.tile[data-id="pan"] .live`), &shown)
 			return shown.Seq != "" && len(shown.Boxes) > 0
 		}, 30*time.Second, 100*time.Millisecond, "a frame with a box on the tile")
 		var msg *sinks.Message
@@ -196,28 +161,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.InDelta(t, shown.Img[2], shown.SVG[2], 0.5, "width")
 		require.InDelta(t, shown.Img[3], shown.SVG[3], 0.5, "height")
 		var zones int
-		eval(`document.querySelectorAll('.tile[data-id="pan"] polygon.zone').length + document.querySelectorAll('.tile[data-id="pan"] line.line').length`, &zones)
+		pg.eval(t, `document.querySelectorAll('.tile[data-id="pan"] polygon.zone').length + document.querySelectorAll('.tile[data-id="pan"] line.line').length`, &zones)
 		require.Equal(t, 2, zones, "the stream's zone and line are drawn")
-		stats := text(`.tile[data-id="pan"] .stats`)
+		stats := pg.text(t, `.tile[data-id="pan"] .stats`)
 		require.Contains(t, stats, vigiltest.NodeID, "the node running it")
 		require.Regexp(t, `P99\s*\d+ ms`, stats)
-		shots.take(ctx, "wall")
+		shots.take(t, ctx, "wall")
 	})
 
 	t.Run("zone editor", func(t *testing.T) {
-		run("stream page", chromedp.Navigate(base+"/#/stream/pan"), chromedp.WaitVisible(chromedp.CSS("#draw-zone")))
+		pg.run(t, "stream page", chromedp.Navigate(base+"/#/stream/pan"), chromedp.WaitVisible(chromedp.CSS("#draw-zone")))
 		var frames string
 		testenv.Eventually(t, func() bool {
-			eval(`document.querySelector('.stream-page .live').dataset.frames`, &frames)
+			pg.eval(t, `document.querySelector('.stream-page .live').dataset.frames`, &frames)
 			return frames != "0"
 		}, 30*time.Second, 100*time.Millisecond, "a picture on the stream page")
 		drawn := [][2]float64{{300, 40}, {480, 60}, {460, 220}, {310, 200}}
-		run("draw a zone", chromedp.Click(chromedp.CSS("#draw-zone")))
+		pg.run(t, "draw a zone", chromedp.Click(chromedp.CSS("#draw-zone")))
 		clickAt(t, ctx, drawn)
-		run("name it and save", chromedp.Click(chromedp.CSS("#draw-finish")), chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=name]`), "door"),
+		pg.run(t, "name it and save", chromedp.Click(chromedp.CSS("#draw-finish")), chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=name]`), "door"),
 			chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=classes]`), "face"))
-		shots.take(ctx, "editor")
-		run("save", chromedp.Click(chromedp.CSS("#editor-save")))
+		shots.take(t, ctx, "editor")
+		pg.run(t, "save", chromedp.Click(chromedp.CSS("#editor-save")))
 		var saved []([2]float64)
 		var frameSize []int
 		testenv.Eventually(t, func() bool {
@@ -252,17 +217,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		testenv.Eventually(t, func() bool {
 			var n int
-			eval(`document.querySelectorAll('.stream-page polygon.zone[data-name="door"]').length`, &n)
+			pg.eval(t, `document.querySelectorAll('.stream-page polygon.zone[data-name="door"]').length`, &n)
 			return n == 1
 		}, 10*time.Second, 50*time.Millisecond, "the saved zone drawn on the picture")
 
 		// A zone of 2 points: the API refuses it, and the console shows
 		// the API's own message.
-		run("draw a 2-point zone", chromedp.Click(chromedp.CSS("#draw-zone")))
+		pg.run(t, "draw a 2-point zone", chromedp.Click(chromedp.CSS("#draw-zone")))
 		clickAt(t, ctx, [][2]float64{{50, 50}, {150, 120}})
-		run("save it", chromedp.Click(chromedp.CSS("#draw-finish")), chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=name]`), "bad"),
+		pg.run(t, "save it", chromedp.Click(chromedp.CSS("#draw-finish")), chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=name]`), "bad"),
 			chromedp.Click(chromedp.CSS("#editor-save")), chromedp.WaitVisible(chromedp.CSS("#editor-error")))
-		shownErr := text("#editor-error")
+		shownErr := pg.text(t, "#editor-error")
 		s, _ := v.Stream("pan")
 		zones, _ := json.Marshal(s.Analytics.Zones)
 		code, body := v.Call("PATCH", "/v1/streams/pan", fmt.Sprintf(`{"analytics":{"zones":%s}}`,
@@ -276,31 +241,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Equal(t, s.Revision, s2.Revision, "nothing stored")
 		testenv.Eventually(t, func() bool {
 			var bar int
-			eval(`document.querySelectorAll('.latency .seg').length`, &bar)
+			pg.eval(t, `document.querySelectorAll('.latency .seg').length`, &bar)
 			return bar > 0
 		}, 10*time.Second, 100*time.Millisecond, "the latency bar")
-		run("cancel the drawing", chromedp.Click(chromedp.CSS(`.editor-form button[type=button]:last-child`)))
-		shots.take(ctx, "stream")
+		pg.run(t, "cancel the drawing", chromedp.Click(chromedp.CSS(`.editor-form button[type=button]:last-child`)))
+		shots.take(t, ctx, "stream")
 	})
 
 	t.Run("stream form", func(t *testing.T) {
 		// A bad URL: the API's error next to the url field.
-		run("add form", chromedp.Navigate(base+"/#/new"), chromedp.WaitVisible(chromedp.CSS(`input[name=id]`)),
+		pg.run(t, "add form", chromedp.Navigate(base+"/#/new"), chromedp.WaitVisible(chromedp.CSS(`input[name=id]`)),
 			chromedp.SendKeys(chromedp.CSS(`input[name=id]`), "bad"), chromedp.SendKeys(chromedp.CSS(`input[name=url]`), "ftp://camera.example/1"),
 			chromedp.Click(chromedp.CSS("#stream-save")), chromedp.WaitVisible(chromedp.CSS(`.field-error[data-field=url]`)))
-		shownErr := text(`.field-error[data-field=url]`)
+		shownErr := pg.text(t, `.field-error[data-field=url]`)
 		code, body := v.Call("POST", "/v1/streams", `{"id":"bad","url":"ftp://camera.example/1","enabled":true,"realtime":false,"loop":false}`)
 		require.Equal(t, http.StatusBadRequest, code)
 		var apiErr struct{ Error, Field string }
 		require.NoError(t, json.Unmarshal(body, &apiErr))
 		require.Equal(t, "url", apiErr.Field)
 		require.Equal(t, apiErr.Error, shownErr)
-		shots.take(ctx, "form")
+		shots.take(t, ctx, "form")
 
 		// A good one appears on the wall.
-		setValue(`input[name=id]`, "lobby")
-		setValue(`input[name=url]`, clip)
-		run("fix it",
+		pg.setValue(t, `input[name=id]`, "lobby")
+		pg.setValue(t, `input[name=url]`, clip)
+		pg.run(t, "fix it",
 			chromedp.SendKeys(chromedp.CSS(`input[name=model]`), "blazeface"), chromedp.SendKeys(chromedp.CSS(`input[name=fps_limit]`), "5"),
 			chromedp.Click(chromedp.CSS(`input[name=realtime]`)), chromedp.Click(chromedp.CSS(`input[name=loop]`)),
 			chromedp.Click(chromedp.CSS("#stream-save")), chromedp.WaitVisible(chromedp.CSS(`.tile[data-id="lobby"]`)))
@@ -310,24 +275,73 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.True(t, s.Realtime && s.Loop)
 		testenv.Eventually(t, func() bool {
 			var f string
-			eval(`(document.querySelector('.tile[data-id="lobby"] .live') || {dataset: {}}).dataset.frames || '0'`, &f)
+			pg.eval(t, `(document.querySelector('.tile[data-id="lobby"] .live') || {dataset: {}}).dataset.frames || '0'`, &f)
 			return f != "0"
 		}, 60*time.Second, 200*time.Millisecond, "the added stream's picture on the wall")
 		time.Sleep(2 * time.Second) // a second refresh of the tiles' numbers, for the screenshot
-		shots.take(ctx, "wall")
+		shots.take(t, ctx, "wall")
 	})
 
 	t.Run("health", func(t *testing.T) {
-		run("health page", chromedp.Navigate(base+"/#/health"), chromedp.WaitVisible(chromedp.CSS(`tr[data-check="NATS connection"]`)),
+		pg.run(t, "health page", chromedp.Navigate(base+"/#/health"), chromedp.WaitVisible(chromedp.CSS(`tr[data-check="NATS connection"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`tr[data-node="`)+vigiltest.NodeID+`"]`))
-		require.Contains(t, text(`dl.kv`), "yes", "NATS connected")
-		shots.take(ctx, "health")
+		require.Contains(t, pg.text(t, `dl.kv`), "yes", "NATS connected")
+		shots.take(t, ctx, "health")
 	})
 
 	require.Empty(t, jsErrs.get(), "no uncaught JavaScript exception")
-	if *readme {
+	if *readme && !t.Failed() {
 		shots.readme(t)
 	}
+}
+
+// page is the browser's tab, with helpers that fail the test they are
+// given (the subtest's own: FailNow must not be called on a parent).
+type page struct {
+	ctx  context.Context
+	errs *jsErrors
+}
+
+// run runs steps, with 30 s for them: far more than a page of the
+// console needs for a few clicks and waits on a loaded 2-core machine; on
+// failure the page and its console show what it was doing.
+func (p *page) run(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, steps...); err != nil {
+		html, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.outerHTML`))
+		t.Fatalf("%s: %v\npage: %s\nexceptions: %s\nconsole: %s", what, err, html, strings.Join(p.errs.get(), "\n"), strings.Join(p.errs.consoleLines(), "\n"))
+	}
+}
+
+// eval evaluates js in the page and decodes its value into out.
+func (p *page) eval(t *testing.T, js string, out any) {
+	t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[any](js))
+	require.NoError(t, err, js)
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, out), "%s gave %s", js, b)
+}
+
+// setValue replaces the value of a form's input, as a user who selects
+// it and types over it would.
+func (p *page) setValue(t *testing.T, sel, value string) {
+	t.Helper()
+	b, _ := json.Marshal(value)
+	var ok bool
+	p.eval(t, `(() => { const e = document.querySelector('`+sel+`'); if (!e) return false; e.value = `+string(b)+`;
+		e.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, &ok)
+	require.True(t, ok, "no %s", sel)
+}
+
+// text is the text of the element sel.
+func (p *page) text(t *testing.T, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(t, err, sel)
+	return s
 }
 
 // overlay is what a live view shows at one instant (overlayJS).
@@ -419,19 +433,16 @@ func (j *jsErrors) get() []string {
 }
 
 // shots are the screenshots of a run, by page name.
-type shots struct {
-	t   *testing.T
-	dir string
-}
+type shots struct{ dir string }
 
-func screenshots(t *testing.T) *shots { return &shots{t: t, dir: t.ArtifactDir()} }
+func screenshots(t *testing.T) *shots { return &shots{dir: t.ArtifactDir()} }
 
 // take writes a screenshot of the whole page to <ArtifactDir>/console-<name>.png.
-func (s *shots) take(ctx context.Context, name string) {
-	s.t.Helper()
+func (s *shots) take(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	require.NoError(s.t, err)
-	require.NoError(s.t, os.WriteFile(filepath.Join(s.dir, "console-"+name+".png"), png, 0o644))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "console-"+name+".png"), png, 0o644))
 }
 
 // readme copies the screenshots over the README's.
