@@ -47,8 +47,7 @@ func (s *Server) sessionValue() string {
 }
 
 // authorized reports whether r carries the token: as "Authorization:
-// Bearer <token>", or as SessionCookie (the value POST /v1/session sets,
-// or the token itself).
+// Bearer <token>", or as the SessionCookie that POST /v1/session set.
 func (s *Server) authorized(r *http.Request) bool {
 	if scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return s.tokenIs(strings.TrimSpace(got))
@@ -57,7 +56,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.sessionValue())) == 1 || s.tokenIs(c.Value)
+	return subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.sessionValue())) == 1
 }
 
 // tokenIs compares got with the token in constant time.

@@ -88,14 +88,15 @@ func TestSessionCookie(t *testing.T) {
 			code, body, _ = call(t, c, "GET", srv.URL+"/v1/streams", "")
 			require.Equal(t, http.StatusOK, code, "the cookie is accepted: %s", body)
 
-			// A cookie of another value is not.
-			plain := srv.Client()
-			req, _ := http.NewRequest("GET", srv.URL+"/v1/streams", nil)
-			req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: ck.Value + "x"})
-			resp, err = plain.Do(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+			// A cookie of another value is not, the token itself included.
+			for _, value := range []string{ck.Value + "x", consoleToken} {
+				req, _ := http.NewRequest("GET", srv.URL+"/v1/streams", nil)
+				req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: value})
+				resp, err = srv.Client().Do(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+			}
 
 			code, _, resp = call(t, c, "DELETE", srv.URL+api.SessionPath, "")
 			require.Equal(t, http.StatusNoContent, code)

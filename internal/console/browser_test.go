@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vigil-video/vigil/analytics"
 	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/internal/vigiltest"
 	"github.com/vigil-video/vigil/sinks"
@@ -246,6 +247,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		}, 10*time.Second, 100*time.Millisecond, "the latency bar")
 		pg.run(t, "cancel the drawing", chromedp.Click(chromedp.CSS(`.editor-form button[type=button]:last-child`)))
 		shots.take(t, ctx, "stream")
+
+		// Edit (rename) the zone, then delete it.
+		door := saved
+		pg.run(t, "edit the zone", chromedp.Click(chromedp.CSS(`li[data-kind="zone"][data-name="door"] button.edit`)),
+			chromedp.WaitVisible(chromedp.CSS(`.editor-form input[name=name]`)))
+		pg.setValue(t, `.editor-form input[name=name]`, "porch")
+		pg.run(t, "save the zone", chromedp.Click(chromedp.CSS("#editor-save")))
+		zone := func(name string) *analytics.Zone {
+			s, ok := v.Stream("pan")
+			if !ok || s.Analytics == nil {
+				return nil
+			}
+			for i := range s.Analytics.Zones {
+				if s.Analytics.Zones[i].Name == name {
+					return &s.Analytics.Zones[i]
+				}
+			}
+			return nil
+		}
+		testenv.Eventually(t, func() bool { return zone("porch") != nil && zone("door") == nil }, 10*time.Second, 50*time.Millisecond, "door renamed porch")
+		for i, p := range zone("porch").Polygon {
+			require.Equal(t, door[i], [2]float64{p[0], p[1]}, "renaming keeps the polygon")
+		}
+		pg.run(t, "delete the zone", chromedp.WaitVisible(chromedp.CSS(`li[data-kind="zone"][data-name="porch"] button.delete`)),
+			chromedp.Click(chromedp.CSS(`li[data-kind="zone"][data-name="porch"] button.delete`)))
+		testenv.Eventually(t, func() bool { return zone("porch") == nil && zone("right") != nil }, 10*time.Second, 50*time.Millisecond, "porch deleted, right kept")
 	})
 
 	t.Run("stream form", func(t *testing.T) {
@@ -278,6 +305,21 @@ func TestConsoleInBrowser(t *testing.T) {
 			pg.eval(t, `(document.querySelector('.tile[data-id="lobby"] .live') || {dataset: {}}).dataset.frames || '0'`, &f)
 			return f != "0"
 		}, 60*time.Second, 200*time.Millisecond, "the added stream's picture on the wall")
+
+		// A stream that is down says why on its tile: its state and the
+		// error of its status.
+		code, b := v.Call("POST", "/v1/streams", `{"id":"gate","url":"rtsp://127.0.0.1:9/none","open_timeout":"1s"}`)
+		require.Equal(t, http.StatusCreated, code, string(b))
+		var why, want string
+		testenv.Eventually(t, func() bool {
+			s, ok := v.Stream("gate")
+			if !ok || s.Status == nil || s.Status.CurrentError() == "" {
+				return false
+			}
+			want = string(s.Status.State) + ": " + s.Status.CurrentError()
+			pg.eval(t, `(document.querySelector('.tile[data-id="gate"] .why') || {}).textContent || ''`, &why)
+			return why == want
+		}, 30*time.Second, 200*time.Millisecond, "the down stream's tile says why")
 		time.Sleep(2 * time.Second) // a second refresh of the tiles' numbers, for the screenshot
 		shots.take(t, ctx, "wall")
 	})
