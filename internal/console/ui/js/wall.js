@@ -62,8 +62,9 @@ export class Wall {
       }
     }
     const order = [...this.tiles.keys()].sort();
-    this.grid.replaceChildren(...order.map((id) => this.tiles.get(id).el));
+    const shown = [...this.grid.children].map((el) => el.dataset.id);
     if (!order.length) this.grid.replaceChildren(h('p.muted', {}, 'No streams yet: ', h('a', { href: '#/new' }, 'add one'), '.'));
+    else if (shown.join('\n') !== order.join('\n')) this.grid.replaceChildren(...order.map((id) => this.tiles.get(id).el));
   }
 
   tile(id) {
