@@ -13,7 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +96,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, string(b))
 	v.WaitState("pan", "running", 60*time.Second)
 
-	base := consoleURL(t, v)
+	base, pictures := consoleURL(t, v)
 	shots := screenshots(t)
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -246,6 +246,17 @@ func TestConsoleInBrowser(t *testing.T) {
 			return bar > 0
 		}, 10*time.Second, 100*time.Millisecond, "the latency bar")
 		pg.run(t, "cancel the drawing", chromedp.Click(chromedp.CSS(`.editor-form button[type=button]:last-child`)))
+		if pictures {
+			// The events of the face crossing the zone and the line come
+			// with their snapshots, which the page shows.
+			testenv.Eventually(t, func() bool {
+				var n int
+				pg.eval(t, `[...document.querySelectorAll('.events img.snap')].filter((i) => i.complete && i.naturalWidth > 0).length`, &n)
+				return n > 0
+			}, 30*time.Second, 200*time.Millisecond, "an event's snapshot shown on the stream page")
+		} else {
+			t.Log("no event snapshots without the pictures branch: not checked")
+		}
 		shots.take(t, ctx, "stream")
 
 		// Edit (rename) the zone, then delete it.
@@ -507,15 +518,16 @@ func (s *shots) readme(t *testing.T) {
 // while this vigil does not serve live.ws yet (the pictures branch of
 // issue 19 not merged), a proxy to it that serves a stand-in live.ws:
 // the stream's detection messages from NATS, each followed by a JPEG
-// drawn here (not the stream's picture), per the contract.
-func consoleURL(t *testing.T, v *vigiltest.Vigil) string {
+// drawn here (not the stream's picture), per the contract. pictures says
+// whether vigil serves its own (and event snapshots).
+func consoleURL(t *testing.T, v *vigiltest.Vigil) (url string, pictures bool) {
 	t.Helper()
 	code, body := v.Call("GET", "/v1/streams/pan/live.ws", "")
 	if code != http.StatusNotFound || !strings.Contains(string(body), "no such endpoint") {
-		return v.EP.API
+		return v.EP.API, true
 	}
 	t.Log("this vigil serves no live.ws (issue 19's pictures not merged): a stand-in serves it, from the detection messages on NATS")
-	target, err := url.Parse(v.EP.API)
+	target, err := neturl.Parse(v.EP.API)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
@@ -532,7 +544,7 @@ func consoleURL(t *testing.T, v *vigiltest.Vigil) string {
 		wg.Wait()
 		srv.Close()
 	})
-	return srv.URL
+	return srv.URL, false
 }
 
 // standInLive is the stand-in live.ws: every detection message of stream
