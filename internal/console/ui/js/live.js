@@ -8,7 +8,13 @@
 import { h, s } from './dom.js';
 import { streamPath } from './api.js';
 
+// A view that closes is opened again after RETRY_MS, doubled after each
+// try that brought no frame (the server's viewer cap, a stream that is
+// down), up to MAX_RETRY_MS.
 const RETRY_MS = 2000;
+const MAX_RETRY_MS = 30000;
+// Close codes of live.ws (docs/api.md, "Pictures").
+const NO_PICTURES = 4501; // the stream has no pictures (e.g. decoded on the GPU)
 
 /** A colour per label, stable across frames. */
 function colour(label) {
@@ -47,11 +53,14 @@ export class LiveView {
     const ws = new WebSocket(`${proto}//${location.host}${streamPath(this.id)}/live.ws?fps=${this.fps}`);
     ws.binaryType = 'blob';
     ws.onmessage = (ev) => this.message(ev.data);
-    ws.onclose = () => {
+    const framesBefore = this.frames;
+    ws.onclose = (ev) => {
       if (this.ws !== ws || this.closed) return;
-      this.note.textContent = 'no live picture (retrying)';
+      this.retry = this.frames > framesBefore ? RETRY_MS : Math.min(2 * (this.retry || RETRY_MS / 2), MAX_RETRY_MS);
+      if (ev.code === NO_PICTURES) this.retry = MAX_RETRY_MS;
+      this.note.textContent = ev.code === NO_PICTURES ? `no pictures: ${ev.reason || 'not served for this stream'}` : 'no live picture (retrying)';
       this.note.hidden = false;
-      setTimeout(() => this.connect(), RETRY_MS);
+      setTimeout(() => this.connect(), this.retry);
     };
     this.ws = ws;
   }
