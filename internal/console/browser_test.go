@@ -343,6 +343,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 
 	require.Empty(t, jsErrs.get(), "no uncaught JavaScript exception")
+	testenv.NoSecret(t, "vigil's log", v.Logs.String(), token)
+	require.Contains(t, v.Logs.String(), "console login refused", "the wrong token was logged as a refused login")
 	if *readme && !t.Failed() {
 		shots.readme(t)
 	}
