@@ -15,9 +15,15 @@ import (
 // RecentEvents is how many analytics events Recent keeps per stream.
 const RecentEvents = 50
 
-// recentStreams bounds the streams Recent keeps anything for: subjects
-// come from whoever may publish on NATS, not only from the registry.
-const recentStreams = 4096
+// recentStreams and recentBytes bound what Recent keeps: the streams it
+// keeps anything for, and the bytes of the messages kept, all streams
+// together (32 MiB: 50 events of ~500 bytes for 1,000 streams, with
+// room). Subjects come from whoever may publish on NATS, not only from
+// the registry; past a bound, new messages are dropped.
+const (
+	recentStreams = 4096
+	recentBytes   = 32 << 20
+)
 
 // Recent keeps, for every stream, the latest analytics counts and the
 // last RecentEvents analytics events published on NATS
@@ -30,6 +36,7 @@ type Recent struct {
 
 	mu      sync.Mutex
 	streams map[string]*recentStream
+	bytes   int // of every message kept
 }
 
 type recentStream struct {
@@ -87,13 +94,20 @@ func (r *Recent) add(m *nats.Msg) {
 	}
 	data := json.RawMessage(slices.Clone(m.Data))
 	if kind == sinks.KindCounts {
-		st.counts = data
+		if r.bytes+len(data)-len(st.counts) <= recentBytes {
+			r.bytes += len(data) - len(st.counts)
+			st.counts = data
+		}
 		return
 	}
 	if len(st.events) == RecentEvents {
+		r.bytes -= len(st.events[0])
 		st.events = slices.Delete(st.events, 0, 1)
 	}
-	st.events = append(st.events, data)
+	if r.bytes+len(data) <= recentBytes {
+		r.bytes += len(data)
+		st.events = append(st.events, data)
+	}
 }
 
 // Of returns what Recent holds for stream id.
@@ -117,6 +131,14 @@ func (r *Recent) Of(id string) StreamAnalytics {
 // Forget drops what Recent holds for stream id (it was removed).
 func (r *Recent) Forget(id string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.streams[id]
+	if st == nil {
+		return
+	}
+	r.bytes -= len(st.counts)
+	for _, e := range st.events {
+		r.bytes -= len(e)
+	}
 	delete(r.streams, id)
-	r.mu.Unlock()
 }
