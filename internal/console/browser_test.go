@@ -180,8 +180,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		drawn := [][2]float64{{300, 40}, {480, 60}, {460, 220}, {310, 200}}
 		pg.run(t, "draw a zone", chromedp.Click(chromedp.CSS("#draw-zone")))
 		clickAt(t, ctx, drawn)
-		pg.run(t, "name it and save", chromedp.Click(chromedp.CSS("#draw-finish")), chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=name]`), "door"),
-			chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=classes]`), "face"))
+		// The class is picked from those seen in the picture (BlazeFace's
+		// one, face).
+		pg.run(t, "name it and pick its class", chromedp.Click(chromedp.CSS("#draw-finish")), chromedp.SendKeys(chromedp.CSS(`.editor-form input[name=name]`), "door"),
+			chromedp.Click(chromedp.CSS(`.editor-form .picks button.pick`)))
+		var classes string
+		pg.eval(t, `document.querySelector('.editor-form input[name=classes]').value`, &classes)
+		require.Equal(t, "face", classes)
 		shots.take(t, ctx, "editor")
 		pg.run(t, "save", chromedp.Click(chromedp.CSS("#editor-save")))
 		var saved []([2]float64)

@@ -18,12 +18,13 @@ export class Editor {
     this.f = {
       name: h('input', { name: 'name', placeholder: 'name', autocomplete: 'off' }),
       classes: h('input', { name: 'classes', placeholder: 'classes, comma-separated (empty: all)', autocomplete: 'off' }),
+      picks: h('span.picks'),
       error: h('p.error#editor-error', { hidden: true, role: 'alert' }),
       hint: h('p.hint'),
       list: h('ul.geometry-list'),
     };
     this.form = h('form.editor-form', { hidden: true, onsubmit: (e) => { e.preventDefault(); this.save(); } },
-      this.f.name, this.f.classes,
+      this.f.name, this.f.classes, this.f.picks,
       h('button#editor-redraw', { type: 'button', onclick: () => this.start(this.editing ? this.editing.kind : 'zone') }, 'Redraw'),
       h('button#editor-save', { type: 'submit' }, 'Save'),
       h('button', { type: 'button', onclick: () => this.cancel() }, 'Cancel'));
@@ -71,8 +72,26 @@ export class Editor {
     this.mode = null;
     this.live.el.classList.remove('drawing-mode');
     this.f.hint.textContent = `${this.drawn.points.length} point(s) drawn: name it and save.`;
-    this.form.hidden = false;
+    this.showForm();
     this.f.name.focus();
+  }
+
+  /**
+   * Shows the form, with a button per class known here (seen in the
+   * picture, or named by the stream's zones and lines) that adds it to
+   * the classes or takes it out. The API checks them against the model.
+   */
+  showForm() {
+    const a = (this.page.stream && this.page.stream.analytics) || {};
+    const known = new Set(this.live.labels);
+    for (const it of [...(a.zones || []), ...(a.lines || [])]) for (const c of it.classes || []) known.add(c);
+    const toggle = (c) => {
+      const cur = this.f.classes.value.split(',').map((x) => x.trim()).filter(Boolean);
+      this.f.classes.value = (cur.includes(c) ? cur.filter((x) => x !== c) : [...cur, c]).join(', ');
+    };
+    this.f.picks.replaceChildren(...[...known].sort().map((c) =>
+      h('button.pick', { type: 'button', title: `add or remove ${c}`, onclick: () => toggle(c) }, c)));
+    this.form.hidden = false;
   }
 
   cancel() {
@@ -148,7 +167,7 @@ export class Editor {
     this.f.name.value = it.name;
     this.f.classes.value = (it.classes || []).join(', ');
     this.f.hint.textContent = `Editing ${kind} ${it.name}: rename it, change its classes, or redraw it.`;
-    this.form.hidden = false;
+    this.showForm();
   }
 
   async remove(kind, index) {
@@ -157,6 +176,11 @@ export class Editor {
 
   /** Lists the stream's zones and lines with edit and delete buttons. */
   showList(a) {
+    // Rebuilt only when it changed: a button must not be replaced under
+    // the pointer between the press and the release.
+    const key = JSON.stringify([(a && a.zones) || [], (a && a.lines) || []]);
+    if (key === this.listed) return;
+    this.listed = key;
     const row = (kind, it, i) => h('li', { dataset: { kind, name: it.name } },
       h('span', {}, `${kind} `, h('strong', {}, it.name), it.classes ? ` (${it.classes.join(', ')})` : ' (all classes)'),
       h('button.edit', { type: 'button', onclick: () => this.edit(kind, i) }, 'Edit'),

@@ -36,6 +36,7 @@ export class LiveView {
     this.analytics = null; // the stream's analytics spec: zones and lines
     this.pending = null; // the detection message of the frame to come
     this.frames = 0;
+    this.labels = new Set(); // the labels of every detection shown so far
     this.closed = false;
     this.img = h('img', { alt: `live picture of ${id}`, draggable: false });
     this.geometry = s('g', { class: 'geometry' });
@@ -103,6 +104,7 @@ export class LiveView {
     const sw = Math.max(1.5, this.width / 320);
     const nodes = [];
     for (const d of dets) {
+      this.labels.add(d.label);
       const b = d.box;
       const c = colour(d.label);
       const text = `${d.label}${d.track_id ? ' #' + d.track_id.split('-').pop() : ''} ${Math.round(d.score * 100)}%`;

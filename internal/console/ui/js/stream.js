@@ -86,6 +86,12 @@ export class StreamPage {
   }
 
   showStream(stream) {
+    // A refresh sent before a save can be answered after it: its spec is
+    // older (a lower revision) and must not replace the saved one, which
+    // the next edit starts from; its status is still the newer.
+    if (this.stream && stream.revision < this.stream.revision) {
+      stream = { ...this.stream, status: stream.status, node: stream.node };
+    }
     this.stream = stream;
     const st = stream.status;
     this.f.state.textContent = st ? st.state : 'unplaced';
