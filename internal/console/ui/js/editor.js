@@ -143,7 +143,12 @@ export class Editor {
   async patch(c) {
     const analytics = { [c.key]: c.list };
     if (!c.frame_size && this.live.width) analytics.frame_size = [this.live.width, this.live.height];
-    const r = await api('PATCH', streamPath(this.page.id), { analytics });
+    let r;
+    try {
+      r = await api('PATCH', streamPath(this.page.id), { analytics });
+    } catch (e) {
+      r = { ok: false, status: 0, data: { error: `vigil is not answering: ${e.message}` } };
+    }
     if (!r.ok) {
       this.f.error.textContent = (r.data && r.data.error) || `HTTP ${r.status}`;
       this.f.error.dataset.field = (r.data && r.data.field) || '';

@@ -95,9 +95,14 @@ export class StreamForm {
 
   async submit() {
     this.clearErrors();
-    const r = this.id
-      ? await api('PATCH', streamPath(this.id), this.body(true))
-      : await api('POST', '/v1/streams', this.body(false));
+    let r;
+    try {
+      r = this.id
+        ? await api('PATCH', streamPath(this.id), this.body(true))
+        : await api('POST', '/v1/streams', this.body(false));
+    } catch (e) {
+      return this.showError({ status: 0, data: { error: `vigil is not answering: ${e.message}` } });
+    }
     if (!r.ok) return this.showError(r);
     location.hash = '#/';
   }

@@ -18,7 +18,13 @@ export class HealthPage {
   }
 
   async refresh() {
-    const [c, n, s] = await Promise.all([api('GET', '/v1/health'), api('GET', '/v1/nodes'), api('GET', '/v1/streams')]);
+    let c, n, s;
+    try {
+      [c, n, s] = await Promise.all([api('GET', '/v1/health'), api('GET', '/v1/nodes'), api('GET', '/v1/streams')]);
+    } catch (e) {
+      this.f.checks.replaceChildren(h('p.error', {}, `vigil is not answering: ${e.message}`));
+      return;
+    }
     if (this.closed) return;
     this.f.checks.replaceChildren(c.ok ? checks(c.data) : h('p.error', {}, c.data ? c.data.error : `HTTP ${c.status}`));
     this.f.nodes.replaceChildren(n.ok ? nodes(n.data.nodes || []) : h('p.muted', {}, n.data ? n.data.error : `HTTP ${n.status}`));

@@ -74,7 +74,14 @@ export class StreamPage {
   }
 
   async refresh() {
-    const [s, a] = await Promise.all([api('GET', streamPath(this.id)), api('GET', `${streamPath(this.id)}/analytics`)]);
+    let s, a;
+    try {
+      [s, a] = await Promise.all([api('GET', streamPath(this.id)), api('GET', `${streamPath(this.id)}/analytics`)]);
+    } catch (e) {
+      this.f.why.textContent = `vigil is not answering: ${e.message}`;
+      this.f.why.hidden = false;
+      return;
+    }
     if (this.closed) return;
     if (s.ok) this.showStream(s.data);
     else this.f.why.textContent = (s.data && s.data.error) || `HTTP ${s.status}`;
