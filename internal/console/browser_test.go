@@ -42,6 +42,9 @@ var readme = flag.Bool("readme", false, "refresh the README's screenshots (docs/
 // user namespaces), no GPU, and nothing that reaches out to the network
 // on its own (QUIC, first-run pages, background fetches, component
 // updates, sync). The profile is fresh: --user-data-dir under t.TempDir.
+// chromedp talks to it over a pipe (no debugging port). It is skipped
+// when chromium is missing, except in CI (CI set: .ci/run sets it), where
+// make setup installs it.
 func chromium(t *testing.T) []chromedp.ExecAllocatorOption {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
@@ -62,6 +65,9 @@ func chromium(t *testing.T) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("hide-scrollbars", true),
+		// Containers often give /dev/shm 64 MiB, which a renderer can
+		// exhaust; /tmp instead.
+		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1440, 900),
 	}
