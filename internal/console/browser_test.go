@@ -1,19 +1,11 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"math"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +16,6 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/coder/websocket"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vigil-video/vigil/analytics"
@@ -102,7 +92,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, string(b))
 	v.WaitState("pan", "running", 60*time.Second)
 
-	base, pictures := consoleURL(t, v)
+	base := v.EP.API
 	shots := screenshots(t)
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -257,17 +247,13 @@ func TestConsoleInBrowser(t *testing.T) {
 			return bar > 0
 		}, 10*time.Second, 100*time.Millisecond, "the latency bar")
 		pg.run(t, "cancel the drawing", chromedp.Click(chromedp.CSS(`.editor-form button[type=button]:last-child`)))
-		if pictures {
-			// The events of the face crossing the zone and the line come
-			// with their snapshots, which the page shows.
-			testenv.Eventually(t, func() bool {
-				var n int
-				pg.eval(t, `[...document.querySelectorAll('.events img.snap')].filter((i) => i.complete && i.naturalWidth > 0).length`, &n)
-				return n > 0
-			}, 30*time.Second, 200*time.Millisecond, "an event's snapshot shown on the stream page")
-		} else {
-			t.Log("no event snapshots without the pictures branch: not checked")
-		}
+		// The events of the face crossing the zone and the line come with
+		// their snapshots, which the page shows.
+		testenv.Eventually(t, func() bool {
+			var n int
+			pg.eval(t, `[...document.querySelectorAll('.events img.snap')].filter((i) => i.complete && i.naturalWidth > 0).length`, &n)
+			return n > 0
+		}, 30*time.Second, 200*time.Millisecond, "an event's snapshot shown on the stream page")
 		shots.take(t, ctx, "stream")
 
 		// Edit (rename) the zone, then delete it.
@@ -525,94 +511,4 @@ func (s *shots) readme(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(out, filepath.Base(n)), b, 0o644))
 	}
 	t.Logf("README screenshots refreshed in %s: %d files", out, len(names))
-}
-
-// consoleURL is where the browser opens the console: vigil's API, or,
-// while this vigil does not serve live.ws yet (the pictures branch of
-// issue 19 not merged), a proxy to it that serves a stand-in live.ws:
-// the stream's detection messages from NATS, each followed by a JPEG
-// drawn here (not the stream's picture), per the contract. pictures says
-// whether vigil serves its own (and event snapshots).
-func consoleURL(t *testing.T, v *vigiltest.Vigil) (url string, pictures bool) {
-	t.Helper()
-	code, body := v.Call("GET", "/v1/streams/pan/live.ws", "")
-	if code != http.StatusNotFound || !strings.Contains(string(body), "no such endpoint") {
-		return v.EP.API, true
-	}
-	t.Log("this vigil serves no live.ws (issue 19's pictures not merged): a stand-in serves it, from the detection messages on NATS")
-	target, err := neturl.Parse(v.EP.API)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	mux.HandleFunc("GET /v1/streams/{id}/live.ws", func(w http.ResponseWriter, r *http.Request) {
-		wg.Add(1)
-		defer wg.Done()
-		standInLive(w, r, v.NC, r.PathValue("id"), done)
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		close(done)
-		wg.Wait()
-		srv.Close()
-	})
-	return srv.URL, false
-}
-
-// standInLive is the stand-in live.ws: every detection message of stream
-// id (at most 5 a second), then a JPEG of the message's size whose
-// pixels change with its seq.
-func standInLive(w http.ResponseWriter, r *http.Request, nc *nats.Conn, id string, done <-chan struct{}) {
-	c, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer c.CloseNow()
-	ctx := c.CloseRead(r.Context())
-	ch := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe(sinks.Subject("vigil", id), ch)
-	if err != nil {
-		return
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	var last time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			return
-		case m := <-ch:
-			if time.Since(last) < 200*time.Millisecond {
-				continue
-			}
-			last = time.Now()
-			var msg sinks.Message
-			if json.Unmarshal(m.Data, &msg) != nil || msg.Width <= 0 || msg.Height <= 0 {
-				continue
-			}
-			if c.Write(ctx, websocket.MessageText, m.Data) != nil || c.Write(ctx, websocket.MessageBinary, picture(msg.Width, msg.Height, msg.Seq)) != nil {
-				return
-			}
-		}
-	}
-}
-
-// picture is a grey JPEG with a bright band whose place follows seq.
-func picture(w, h int, seq uint64) []byte {
-	img := image.NewGray(image.Rect(0, 0, w, h))
-	band := int(seq*7) % w
-	for y := range h {
-		for x := range w {
-			v := uint8(60 + 40*math.Sin(float64(x+y)/20))
-			if x >= band && x < band+20 {
-				v = 230
-			}
-			img.SetGray(x, y, color.Gray{Y: v})
-		}
-	}
-	var b bytes.Buffer
-	_ = jpeg.Encode(&b, img, &jpeg.Options{Quality: 70}) // writes to memory: cannot fail
-	return b.Bytes()
 }
