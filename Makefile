@@ -7,6 +7,8 @@
 #   make bench   build, then `vigil bench` (decode, inference, pipeline; one run)
 #   make camera  an RTSP test camera at rtsp://127.0.0.1:8554/stream (README.md)
 #   make generate  the config reference (docs/config.md, configs/example.yaml) from internal/config
+#   make screenshots  the README's console screenshots (docs/img/console-*.png), taken by the
+#                console's browser test (internal/console) in headless chromium
 #   make static  bin/vigil-static + bin/ffmpeg-static against a minimal static FFmpeg
 #                (built once into ~/.cache/vigil; ldd shows only libc, libm, libz, libbz2)
 #   make gpu-bundle  make static, then .gpu/: vigil-static, ffmpeg-static, ONNX Runtime
@@ -21,7 +23,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # go-nvml's bundled nvml.h marks vGPU calls deprecated; silence gcc about it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: setup build run test bench camera check-config generate clean static gpu-bundle image
+.PHONY: setup build run test bench camera check-config generate clean static gpu-bundle image screenshots
 
 setup:
 	@bash scripts/setup.sh
@@ -69,6 +71,12 @@ check-config: build
 # is out of date.
 generate:
 	$(GO) generate ./internal/config
+
+# The console's browser test drives Debian's chromium (make setup installs
+# it) against an in-process vigil and, with -readme, copies its screenshots
+# over the README's.
+screenshots: setup
+	$(GO) test -count=1 -run TestConsoleInBrowser ./internal/console/ -args -readme
 
 # Not used by `make test`/CI. The FFmpeg build is cached under ~/.cache/vigil,
 # keyed by its version and configure flags.

@@ -74,6 +74,9 @@ const (
 	StagePostprocess = "postprocess"
 	StagePublish     = "publish"
 	StageTotal       = "total"
+	// StageAnalytics names StageTimes.Analytics in
+	// StatusSnapshot.StagesMS; it is not a label of the stage metrics.
+	StageAnalytics = "analytics"
 )
 
 // Metrics holds the pipeline's Prometheus collectors. Create one per

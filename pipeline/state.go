@@ -88,11 +88,14 @@ type Status struct {
 	nominalFPS float64
 	epoch      string
 	in, out    rateMeter
-	buffered   rateMeter   // of out: results the sink held (NATS down)
-	drops      rateMeter   // frames dropped (faults)
-	skips      rateMeter   // frames skipped by policy
-	degraded   atomic.Bool // serve DegradedFPS only (the governor's switch)
-	light      atomic.Bool // run StreamConfig.Light (the governor's first step)
+	buffered   rateMeter // of out: results the sink held (NATS down)
+	drops      rateMeter // frames dropped (faults)
+	dropsBy    map[DropReason]*rateMeter
+	recent     [recentFrames]published // ring of the last published frames
+	nRecent    int                     // frames ever put in recent
+	skips      rateMeter               // frames skipped by policy
+	degraded   atomic.Bool             // serve DegradedFPS only (the governor's switch)
+	light      atomic.Bool             // run StreamConfig.Light (the governor's first step)
 	// model and lightModel name the stream's engines (StreamConfig.Engine
 	// and Light; "" without one), set when it starts.
 	model, lightModel string
@@ -157,6 +160,34 @@ type StatusSnapshot struct {
 	// (B-frames); latency budgets start after it. Absent (0) for streams
 	// without B-frames and before it is measured.
 	ReorderDelayMS float64 `json:"reorder_delay_ms,omitempty"`
+	// FPSDroppedByReason splits FPSDropped by DropReason (the reasons
+	// with drops in the window only).
+	FPSDroppedByReason map[DropReason]float64 `json:"fps_dropped_by_reason,omitempty"`
+	// P99MS is the 99th percentile (nearest rank) of the end-to-end
+	// latency, arrival to publish, of the frames published in the last
+	// 5 s (at most the last recentFrames of them), in ms; absent without
+	// any.
+	P99MS float64 `json:"p99_ms,omitempty"`
+	// StagesMS are the mean stage times of the same frames, in ms, by
+	// stage: decode, queue, preprocess, infer, postprocess, analytics,
+	// publish (the parts of the latency budget: StageTimes; analytics
+	// only for a stream with analytics). Absent without any frame.
+	StagesMS map[string]float64 `json:"stages_ms,omitempty"`
+	// BudgetMS is the stream's latency budget, arrival to publish, in
+	// ms, as its last published frame carried it (Result.Budget; absent
+	// for none).
+	BudgetMS float64 `json:"budget_ms,omitempty"`
+}
+
+// recentFrames bounds the published frames whose stage times a Status
+// keeps for StatusSnapshot's P99MS and StagesMS: 5 s at 50 fps.
+const recentFrames = 256
+
+// published is what a Status keeps of one published frame.
+type published struct {
+	at     time.Time
+	budget time.Duration
+	st     StageTimes
 }
 
 // NewStatus returns a status in state s.
@@ -177,7 +208,55 @@ func (s *Status) Snapshot() StatusSnapshot {
 	if s.lightModel != "" && s.light.Load() {
 		snap.Model, snap.LightModel = s.lightModel, true
 	}
+	for r, m := range s.dropsBy {
+		if v := m.rate(now); v > 0 {
+			if snap.FPSDroppedByReason == nil {
+				snap.FPSDroppedByReason = map[DropReason]float64{}
+			}
+			snap.FPSDroppedByReason[r] = v
+		}
+	}
+	s.latency(&snap, now)
 	return snap
+}
+
+// latency fills snap's P99MS, StagesMS and BudgetMS from the frames
+// published within the rate window before now.
+func (s *Status) latency(snap *StatusSnapshot, now time.Time) {
+	n := min(s.nRecent, recentFrames)
+	if n == 0 {
+		return
+	}
+	last := s.recent[(s.nRecent-1)%recentFrames]
+	snap.BudgetMS = ms(last.budget)
+	var totals []time.Duration
+	var sum StageTimes
+	for i := range n {
+		p := &s.recent[i]
+		if now.Sub(p.at) > rateWindow*time.Second {
+			continue
+		}
+		totals = append(totals, p.st.Total)
+		sum.Decode += p.st.Decode
+		sum.Queue += p.st.Queue
+		sum.Preprocess += p.st.Preprocess
+		sum.Infer += p.st.Infer
+		sum.Postprocess += p.st.Postprocess
+		sum.Analytics += p.st.Analytics
+		sum.Publish += p.st.Publish
+	}
+	if len(totals) == 0 {
+		return
+	}
+	snap.P99MS = ms(Percentile(totals, 99))
+	k := time.Duration(len(totals))
+	snap.StagesMS = map[string]float64{
+		StageDecode: ms(sum.Decode / k), StageQueue: ms(sum.Queue / k), StagePreprocess: ms(sum.Preprocess / k),
+		StageInfer: ms(sum.Infer / k), StagePostprocess: ms(sum.Postprocess / k), StagePublish: ms(sum.Publish / k),
+	}
+	if sum.Analytics > 0 {
+		snap.StagesMS[StageAnalytics] = ms(sum.Analytics / k)
+	}
 }
 
 // CurrentError is LastError while the stream is reconnecting or failed
@@ -233,18 +312,30 @@ func (s *Status) frameIn(f *Frame, codec string, nominalFPS float64) {
 	s.mu.Unlock()
 }
 
-func (s *Status) frameOut(t time.Time, buffered bool) {
+func (s *Status) frameOut(r *Result) {
 	s.mu.Lock()
-	s.out.mark(t)
-	if buffered {
-		s.buffered.mark(t)
+	s.out.mark(r.Published)
+	if r.Buffered {
+		s.buffered.mark(r.Published)
 	}
+	s.recent[s.nRecent%recentFrames] = published{at: r.Published, budget: r.Budget, st: r.Stages}
+	s.nRecent++
 	s.mu.Unlock()
 }
 
 func (s *Status) dropped(r DropReason) {
 	s.mu.Lock()
-	s.drops.mark(time.Now())
+	now := time.Now()
+	s.drops.mark(now)
+	if s.dropsBy == nil {
+		s.dropsBy = map[DropReason]*rateMeter{}
+	}
+	m := s.dropsBy[r]
+	if m == nil {
+		m = &rateMeter{}
+		s.dropsBy[r] = m
+	}
+	m.mark(now)
 	if s.pendingDrops == nil {
 		s.pendingDrops = map[DropReason]int{}
 	}

@@ -603,7 +603,7 @@ func (s *stream) work(ctx context.Context) {
 			s.m.budgetMisses.Inc()
 			s.c.Status.budgetMiss()
 		}
-		s.c.Status.frameOut(res.Published, res.Buffered)
+		s.c.Status.frameOut(&res)
 		s.m.detections.Add(float64(len(dets)))
 		s.m.observe(&res.Stages)
 		if s.c.Stats != nil {

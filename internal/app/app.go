@@ -31,6 +31,7 @@ import (
 	"github.com/vigil-video/vigil/internal/cluster"
 	"github.com/vigil-video/vigil/internal/config"
 	"github.com/vigil-video/vigil/internal/cuda"
+	"github.com/vigil-video/vigil/internal/doctor"
 	"github.com/vigil-video/vigil/internal/engines"
 	"github.com/vigil-video/vigil/internal/hwmon"
 	"github.com/vigil-video/vigil/internal/live"
@@ -290,7 +291,16 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	log.Info("joined the fleet", zap.String("node", c.Node.ID), zap.String("bucket", c.Cluster.Bucket),
 		zap.Duration("lease_ttl", c.Cluster.LeaseTTL.Duration))
 	if c.API.Listen != "off" {
+		// The console's stream page shows counts and events of streams
+		// that any node of the fleet runs: they are read from NATS.
+		recent, err := api.NewRecent(sink.Conn(), c.NATS.SubjectPrefix)
+		if err != nil {
+			return err
+		}
+		defer recent.Close()
+		health := doctor.NewHealth(reg)
 		h := api.New(api.Options{Registry: streams, Status: sup.Status, CheckModel: c.CheckModel, Token: token, Sources: sources,
+			Recent: recent, Health: func(ctx context.Context) (any, error) { return health.Report(ctx) },
 			Classes: func(sp registry.Spec) *registry.FieldError { return engines.StreamClasses(&c, sp) },
 			Logger:  log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready,
 			Where: func(id string) (string, *pipeline.StatusSnapshot) { return svc.where(id) },

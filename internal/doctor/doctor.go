@@ -31,13 +31,13 @@ type Options struct {
 
 // Check is one line of the health report.
 type Check struct {
-	Name      string
-	Measured  string // "" when the metric is not available
-	Threshold string
-	OK        bool
+	Name      string `json:"name"`
+	Measured  string `json:"measured"` // "" when the metric is not available
+	Threshold string `json:"threshold"`
+	OK        bool   `json:"ok"`
 	// Advice is the direction to take when the check fails (or why it
 	// cannot be measured).
-	Advice string
+	Advice string `json:"advice,omitempty"`
 }
 
 // Thresholds of the report (the field's long-tail playbook).
@@ -77,8 +77,7 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Check, error) {
 	if err != nil {
 		return nil, err
 	}
-	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b), natsCheck(a, b)}
-	checks = append(checks, streamChecks(b)...)
+	checks := evaluate(a, b)
 	fmt.Fprintf(out, "vigil doctor: %s over %s\n", redact.URL(o.URL), o.Window)
 	for _, c := range checks {
 		status := "ok  "
@@ -95,6 +94,12 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Check, error) {
 		fmt.Fprintln(out)
 	}
 	return checks, nil
+}
+
+// evaluate runs every check on two scrapes, a before b.
+func evaluate(a, b families) []Check {
+	checks := []Check{gpuUtilCheck(b), gpuMemCheck(b), tailCheck(a, b), queueCheck(a, b), copyCheck(a, b), dropCheck(a, b), natsCheck(a, b)}
+	return append(checks, streamChecks(b)...)
 }
 
 type families map[string]*dto.MetricFamily

@@ -46,7 +46,10 @@ type Vigil struct {
 	// off unless the body sets it).
 	Progress *LockedWriter
 	// NC is a client connection to its NATS server.
-	NC     *nats.Conn
+	NC *nats.Conn
+	// Token, when set, is sent as the bearer token of Call (the body's
+	// api.token_file holds it).
+	Token  string
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -154,6 +157,9 @@ func (v *Vigil) Call(method, path, body string) (int, []byte) {
 	require.NoError(v.t, err)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if v.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+v.Token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(v.t, err)
