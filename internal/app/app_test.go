@@ -26,7 +26,9 @@ import (
 	"github.com/vigil-video/vigil/sinks"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Every goroutine but nats.go's known one (testenv.IgnoreNATSPutLeak:
+// event snapshots go through ObjectStore.Put) is checked.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.IgnoreNATSPutLeak) }
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()

@@ -15,10 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/vigil-video/vigil/internal/testenv"
 	"github.com/vigil-video/vigil/pipeline"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Every goroutine but nats.go's known one (testenv.IgnoreNATSPutLeak:
+// event snapshots go through ObjectStore.Put) is checked.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.IgnoreNATSPutLeak) }
 
 // grey returns a mid-grey full-range 4:2:0 picture of w×h.
 func grey(w, h int) *image.YCbCr {
