@@ -75,12 +75,17 @@ func unsafePointer(p *C.uint8_t) unsafe.Pointer { return unsafe.Pointer(p) }
 
 // CopyPicture implements pipeline.Copier: it copies the picture's planes
 // into Go memory (image.YCbCr, 4:2:0, at the frame's size) for package
-// live. Errors wrap pipeline.ErrNoPicture: a released picture, one in GPU
-// memory (NVDEC; copying surfaces out of device memory is not done, see
-// docs/api.md), or a pixel format other than 8-bit planar 4:2:0.
+// live. A frame of direct NVDEC (decode.nvdec direct) is copied out of
+// device memory first (nvFrame.copyPicture). Errors wrap
+// pipeline.ErrNoPicture: a released picture, a frame of FFmpeg's NVDEC
+// hwaccel (in FFmpeg's device frames; not copied, see docs/api.md), a
+// failed device copy, or a pixel format other than 8-bit planar 4:2:0.
 func (p *Picture) CopyPicture() (*pipeline.Picture, error) {
+	if p.nv != nil {
+		return p.nv.copyPicture()
+	}
 	if p.OnGPU() {
-		return nil, fmt.Errorf("%w: the frame is in GPU memory (NVDEC)", pipeline.ErrNoPicture)
+		return nil, fmt.Errorf("%w: the frame is in FFmpeg's GPU memory (decode.nvdec ffmpeg)", pipeline.ErrNoPicture)
 	}
 	v, ok := p.YUV420()
 	if !ok || v.NV12 {
