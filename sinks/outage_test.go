@@ -91,6 +91,15 @@ func TestNATSOutageHeldThenSent(t *testing.T) {
 		require.False(t, r.Buffered, "connected: sent")
 	}
 	require.NoError(t, s.Conn().Flush())
+	// Flush says the server read them, not that JetStream stored them: a
+	// stream stores on its own goroutine, and a shutdown before that loses
+	// them on the server's side, which is not the sink's to hold (the
+	// likely cause of a clean-clone CI run on a loaded machine whose
+	// stream never reached 16; the failure now says how many it has).
+	testenv.Eventually(t, func() bool {
+		info, err := capture.Info(ctx)
+		return err == nil && info.State.Msgs == 5
+	}, 15*time.Second, 20*time.Millisecond, "the 5 messages sent while connected are stored before the server stops")
 
 	srv.stop()
 	testenv.Eventually(t, func() bool { return !s.State().Connected }, 10*time.Second, 10*time.Millisecond, "the sink sees the server gone")
@@ -112,10 +121,19 @@ func TestNATSOutageHeldThenSent(t *testing.T) {
 	srv.start()
 	testenv.Eventually(t, func() bool { st := s.State(); return st.Connected && st.HeldMessages == 0 }, 15*time.Second, 10*time.Millisecond, "reconnected, held messages sent")
 	require.NoError(t, s.Conn().Flush())
-	testenv.Eventually(t, func() bool {
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		info, err := capture.Info(ctx)
-		return err == nil && info.State.Msgs == 16
-	}, 15*time.Second, 20*time.Millisecond, "5 sent before, 10 results and 1 event held and sent after the restart")
+		if err == nil && info.State.Msgs == 16 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var got uint64
+			if info != nil {
+				got = info.State.Msgs
+			}
+			t.Fatalf("5 sent before, 10 results and 1 event held and sent after the restart: the stream captured %d after 15s (%v); sink state %+v", got, err, s.State())
+		}
+	}
 	st = s.State()
 	require.Equal(t, uint64(1), st.Reconnects)
 	require.Zero(t, st.Undelivered)
