@@ -38,7 +38,8 @@ var version = "dev"
 const usage = `vigil - streaming video analytics: FFmpeg decode -> ONNX detector -> NATS
 
 Usage:
-  vigil run --config FILE          serve the streams in FILE (Ctrl-C stops)
+  vigil run --config FILE          serve the streams in FILE (Ctrl-C stops); the REST API, the web
+                                   console at / and the live pictures on api.listen (docs/api.md)
   vigil detect [flags] SOURCE      detect on one file or URL, one JSON line per frame on stdout
                                    (--analytics FILE: tracks, zones and lines too)
   vigil tail [flags]               print the detections (--analytics: events and counts) a running vigil publishes
@@ -223,7 +224,13 @@ func cmdRun(args []string, stderr io.Writer) error {
 		nats := redact.URLs(ep.NATS)
 		fmt.Fprintf(stderr, "vigil: ready; NATS %s; watch with: vigil tail --nats %s\n", nats, nats)
 		if ep.API != "" {
-			fmt.Fprintf(stderr, "vigil: API %s/v1/streams; manage streams with: vigil streams ls --api %s\n", ep.API, ep.API)
+			// The API's own token file, named so that the command works
+			// as printed (the token itself is never printed).
+			tok := ""
+			if c.API.TokenFile != "" {
+				tok = " --token-file " + c.API.TokenFile
+			}
+			fmt.Fprintf(stderr, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n", ep.API, ep.API, ep.API, tok)
 		}
 		if ep.MQTT != "" {
 			p := c.NATS.SubjectPrefix

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -203,8 +204,10 @@ func (s *Server) liveMJPEG(w http.ResponseWriter, r *http.Request) {
 	defer v.Close()
 	rc := untimed(w)
 	// The first frame before the headers, so that a stream without
-	// pictures is answered with an error.
-	fr, err := v.Next(r.Context())
+	// pictures, or without frames (stopped, failing, removed), is answered
+	// with an error instead of a view that never shows anything.
+	wait := frameWait(q.fps)
+	fr, err := nextWithin(r.Context(), v, wait)
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.frameErr(w, id, err)
@@ -228,10 +231,30 @@ func (s *Server) liveMJPEG(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // the client went away or is too slow
 		}
-		if fr, err = v.Next(r.Context()); err != nil {
-			return
+		if fr, err = nextWithin(r.Context(), v, wait); err != nil {
+			return // no frame for wait (the stream stopped or was removed), or the client left
 		}
 	}
+}
+
+// frameWait is how long a live view waits for its next frame before it
+// ends (its stream stopped, failed or was removed), so that a view of a
+// stream without frames does not hold a viewer slot for ever:
+// SnapshotWait, or two of the view's frame intervals at a rate slower
+// than that allows.
+func frameWait(fps float64) time.Duration {
+	if fps > 0 {
+		return max(SnapshotWait, 2*time.Duration(float64(time.Second)/max(fps, live.MinFPS)))
+	}
+	return SnapshotWait
+}
+
+// nextWithin is v.Next with a deadline of wait; errors wrap
+// context.DeadlineExceeded when no frame came in time.
+func nextWithin(ctx context.Context, v *live.Viewer, wait time.Duration) (*live.Frame, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return v.Next(ctx)
 }
 
 // Close codes of live.ws (RFC 6455 §7.4.2: 4000-4999 are the
@@ -242,6 +265,11 @@ const (
 	CloseNoPicture websocket.StatusCode = 4501
 	// CloseUnavailable: vigil is stopping.
 	CloseUnavailable websocket.StatusCode = 4503
+	// CloseNoFrame: no frame of the stream came within the view's wait
+	// (SnapshotWait, or two frame intervals of a slow view): the stream
+	// is stopped, failing, starting or was removed. The reason says which,
+	// from its status; reopen the view when it runs again.
+	CloseNoFrame websocket.StatusCode = 4504
 )
 
 // liveWS serves a WebSocket that sends, for every frame, the detections
@@ -265,9 +293,15 @@ func (s *Server) liveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	ctx := c.CloseRead(r.Context()) // ends when the client closes
+	wait := frameWait(q.fps)
 	for {
-		fr, err := v.Next(ctx)
+		fr, err := nextWithin(ctx, v, wait)
 		switch {
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			// A close reason is at most 123 bytes (RFC 6455 §5.5).
+			why := fmt.Sprintf("no frame within %s: %s", wait, s.whyNoFrame(id))
+			_ = c.Close(CloseNoFrame, strings.ToValidUTF8(why[:min(len(why), 123)], ""))
+			return
 		case errors.Is(err, pipeline.ErrNoPicture):
 			_ = c.Close(CloseNoPicture, "no pictures: decoded on the GPU")
 			return

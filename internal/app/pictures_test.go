@@ -236,6 +236,32 @@ func TestPictures(t *testing.T) {
 			"the views end when their clients leave")
 	})
 
+	t.Run("stream without frames", func(t *testing.T) {
+		// A stream that never runs (disabled) holds no viewer slot: the
+		// MJPEG view answers 503 JSON and the WebSocket closes with 4504
+		// once no frame came within api.SnapshotWait, saying why; a tiny
+		// ?fps= cannot make a view wait longer than two frames at
+		// live.MinFPS.
+		code, b := v.Call("POST", "/v1/streams", fmt.Sprintf(`{"id":"off","url":%q,"enabled":false}`, clip))
+		require.Equal(t, http.StatusCreated, code, string(b))
+		resp, err := http.Get(v.EP.API + "/v1/streams/off/live.mjpeg?fps=1e-300")
+		require.NoError(t, err)
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", b)
+		var e api.Error
+		require.NoError(t, json.Unmarshal(b, &e), "%s", b)
+		require.Contains(t, e.Error, "no frame of stream off")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(v.EP.API, "http")+"/v1/streams/off/live.ws", nil)
+		require.NoError(t, err)
+		_, _, err = c.Read(ctx)
+		require.Equal(t, api.CloseNoFrame, websocket.CloseStatus(err), "%v", err)
+		testenv.Eventually(t, func() bool { return vigiltest.MetricValue(t, v, "vigil_live_viewers") == 0 }, 10*time.Second, 50*time.Millisecond,
+			"no view of the stream without frames is left")
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		for _, p := range []string{"/v1/streams/nope/snapshot.jpg", "/v1/streams/nope/live.mjpeg", "/v1/streams/nope/live.ws"} {
 			resp, err := http.Get(v.EP.API + p)

@@ -66,6 +66,10 @@ func TestBadRequestsLeaveRegistryUnchanged(t *testing.T) {
 		{"id too long", "POST", "/v1/streams", `{"id":"` + strings.Repeat("x", 65) + `","url":"` + mm + `"}`, 400, "id"},
 		{"missing url", "POST", "/v1/streams", `{"id":"x"}`, 400, "url"},
 		{"unsupported scheme", "POST", "/v1/streams", `{"id":"x","url":"ftp://cam/1"}`, 400, "url"},
+		// The mask vigil shows in place of a password, copied back (the
+		// console's edit form did): the stored password would be lost.
+		{"masked password", "POST", "/v1/streams", `{"id":"x","url":"rtsp://viewer:***@127.0.0.1:1/cam"}`, 400, "url"},
+		{"patch masked password", "PATCH", "/v1/streams/cam1", `{"url":"rtsp://viewer:***@127.0.0.1:2/cam"}`, 400, "url"},
 		{"unknown field", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","colour":"red"}`, 400, "colour"},
 		{"wrong type", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","fps_limit":"fast"}`, 400, "fps_limit"},
 		{"bad priority", "POST", "/v1/streams", `{"id":"x","url":"` + mm + `","priority":"urgent"}`, 400, "priority"},

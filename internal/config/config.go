@@ -748,11 +748,12 @@ func DefaultNodeID() string {
 // validateLive checks the live section.
 func (c *Config) validateLive(p *problems) {
 	l := &c.Live
-	if l.DefaultFPS <= 0 || l.DefaultFPS > l.MaxFPSPerViewer {
-		p.add("live.default_fps", "%g: want more than 0 and at most live.max_fps_per_viewer (%g)", l.DefaultFPS, l.MaxFPSPerViewer)
+	// 0.1: a frame every 10 s, the slowest view served (live.MinFPS).
+	if !(l.DefaultFPS >= 0.1) || l.DefaultFPS > l.MaxFPSPerViewer {
+		p.add("live.default_fps", "%g: want 0.1 to live.max_fps_per_viewer (%g)", l.DefaultFPS, l.MaxFPSPerViewer)
 	}
-	if l.MaxFPSPerViewer <= 0 || l.MaxFPSPerViewer > 60 {
-		p.add("live.max_fps_per_viewer", "%g: want more than 0 and at most 60", l.MaxFPSPerViewer)
+	if !(l.MaxFPSPerViewer >= 0.1) || l.MaxFPSPerViewer > 60 {
+		p.add("live.max_fps_per_viewer", "%g: want 0.1 to 60", l.MaxFPSPerViewer)
 	}
 	if l.MaxViewers < 1 || l.MaxViewers > 10000 {
 		p.add("live.max_viewers", "%d: want 1 to 10000", l.MaxViewers)

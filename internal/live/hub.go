@@ -90,6 +90,7 @@ func New(o Options) *Hub {
 	if o.MaxFPS <= 0 {
 		o.MaxFPS = 15
 	}
+	o.MaxFPS = max(o.MaxFPS, MinFPS)
 	o.DefaultFPS = min(o.DefaultFPS, o.MaxFPS)
 	if o.MaxViewers <= 0 {
 		o.MaxViewers = 16
@@ -194,15 +195,20 @@ func (h *Hub) Tap(id string) *pipeline.Tap { return h.feed(id).tap }
 // pictures (GeometryOf its analytics; nil: none).
 func (h *Hub) SetGeometry(id string, g *Geometry) { h.feed(id).geom.Store(g) }
 
+// MinFPS is the slowest rate a view is served at, in frames per second (a
+// frame every 10 s): a lower ?fps= is raised to it, so that a tiny rate
+// cannot overflow the viewer's interval (which served every frame).
+const MinFPS = 0.1
+
 // Watch starts a view of stream id at fps frames per second (0: the
-// default; capped at MaxFPS), annotated or not; the caller takes frames
-// with Next and must Close it. A rate above the cap is lowered to it.
-// Errors: ErrTooManyViewers, ErrClosed.
+// default; within MinFPS and MaxFPS), annotated or not; the caller takes
+// frames with Next and must Close it. A rate outside the bounds is moved
+// to the nearer one. Errors: ErrTooManyViewers, ErrClosed.
 func (h *Hub) Watch(id string, fps float64, annotate bool) (*Viewer, error) {
 	if fps <= 0 {
 		fps = h.o.DefaultFPS
 	}
-	fps = min(fps, h.o.MaxFPS)
+	fps = max(min(fps, h.o.MaxFPS), MinFPS)
 	f := h.feed(id)
 	v := &Viewer{f: f, interval: time.Duration(float64(time.Second) / fps), annotate: annotate, ready: make(chan struct{}, 1)}
 	h.mu.Lock()

@@ -202,3 +202,24 @@ func TestNoPictureReachesTheViewer(t *testing.T) {
 	<-done
 	require.ErrorIs(t, err, pipeline.ErrNoPicture)
 }
+
+// A view's rate stays within MinFPS and MaxFPS: a tiny ?fps= overflowed
+// the interval to a negative duration, which served every frame.
+func TestWatchRateBounds(t *testing.T) {
+	h := New(Options{MaxFPS: 15, MaxViewers: 4})
+	defer h.Close()
+	for _, tc := range []struct {
+		fps  float64
+		want time.Duration
+	}{
+		{1e-300, 10 * time.Second},
+		{1e-10, 10 * time.Second},
+		{100, time.Second / 15},
+		{0, time.Second / 5}, // the default
+	} {
+		v, err := h.Watch("s", tc.fps, false)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, v.interval, "fps %g", tc.fps)
+		v.Close()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vigil-video/vigil/analytics"
 	"github.com/vigil-video/vigil/decode"
+	"github.com/vigil-video/vigil/internal/redact"
 )
 
 // Spec is one registered stream, as stored in the bucket (JSON) and as the
@@ -117,6 +119,8 @@ func (s *Spec) Problems(resolveModel func(string) error) []*FieldError {
 		add("url", "%v", err)
 	} else if len(s.URL) > 2048 {
 		add("url", "longer than 2048 bytes")
+	} else if maskedPassword(s.URL) {
+		add("url", "the password is %s, which vigil shows in place of passwords: give the real one (to keep the stored URL, leave url out of the change)", redact.Mask)
 	}
 	if !(s.FPSLimit >= 0 && s.FPSLimit <= 1000) { // also refuses NaN
 		add("fps_limit", "%v: want 0 (no limit) to 1000", s.FPSLimit)
@@ -295,4 +299,16 @@ func jsonValue(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// maskedPassword reports whether raw's password is redact.Mask: a URL
+// copied from vigil's own output (the API, logs, the console's edit form),
+// which would replace the real password with the mask.
+func maskedPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return false
+	}
+	p, ok := u.User.Password()
+	return ok && p == redact.Mask
 }
