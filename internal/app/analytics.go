@@ -130,9 +130,12 @@ func (a *streamAnalytics) stop(final bool) {
 // so that neither repeats within the run.
 func (a *streamAnalytics) apply(cfg *analytics.Config, epoch string) {
 	if cfg == nil {
+		had := a.st != nil // a stream that never had analytics has nothing to remove
 		a.stop(false)
 		a.metrics.retain(a.id, nil)
-		a.log.Info("analytics removed", zap.String("stream", a.id))
+		if had {
+			a.log.Info("analytics removed") // the logger names the stream
+		}
 		return
 	}
 	var err error
