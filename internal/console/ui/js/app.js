@@ -47,12 +47,12 @@ function showLogin() {
     onsubmit: async (e) => {
       e.preventDefault();
       const err = await login(token.value);
-      if (!err) sessionStorage.setItem(LOGGED_IN, '1');
       if (err) {
         error.textContent = err;
         error.hidden = false;
         return;
       }
+      sessionStorage.setItem(LOGGED_IN, '1');
       route();
     },
   }, h('label', {}, 'API token', token), h('button#login-submit', { type: 'submit' }, 'Log in'), error,
