@@ -70,14 +70,17 @@ const panAnalytics = `{"zones":[{"name":"right","polygon":[[256,0],[512,0],[512,
 
 // The console in a real browser (Debian's headless chromium driven by
 // chromedp) against a real vigil (embedded NATS, CPU ONNX Runtime, a
-// looping real clip): the login form without a token; the wall's tile
-// with a picture that changes and an overlay whose boxes are those of
-// the detection message of the frame shown; a zone drawn with the mouse
-// saved in the registry where it was drawn; a 2-point zone refused with
-// the API's message shown; a stream added through the form appearing on
-// the wall; a bad URL answered next to its field; the health page.
-// Screenshots of each page are written to t.ArtifactDir (and over the
-// README's with -readme).
+// looping real clip): the login form without a token (and no Log out); the
+// wall's tile with a picture that changes and an overlay whose boxes are
+// those of the detection message of the frame shown; a zone drawn with the
+// mouse saved in the registry where it was drawn; a 2-point zone refused
+// with the API's message shown; a stream added through the form appearing
+// on the wall; a bad URL answered next to its field; the edit form saving
+// nothing when nothing changed, and only the changed field otherwise; live
+// views (viewers) only for running streams' tiles, closed when a stream
+// stops and opened when it is back; a missing stream's page ("stream not
+// found", no editor, no live view); the health page. Screenshots of each
+// page are written to t.ArtifactDir (and over the README's with -readme).
 func TestConsoleInBrowser(t *testing.T) {
 	opts := chromium(t)
 	const token = "console-test-token-f00d"
@@ -106,7 +109,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	pg := &page{ctx: ctx, errs: &jsErrs}
 
 	// Without a token the console asks for one; a wrong one is refused.
+	// Log out is not offered before a login.
 	pg.run(t, "open the console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	require.False(t, pg.visible(t, "#logout"), "no Log out on the login form")
 	shots.take(t, ctx, "login")
 	pg.run(t, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS("#login-submit")),
 		chromedp.WaitVisible(chromedp.CSS("#login-error")))
@@ -114,6 +119,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	pg.setValue(t, "#token", "")
 	pg.run(t, "log in", chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS(`.tile[data-id="pan"]`)))
+	require.True(t, pg.visible(t, "#logout"), "Log out once logged in")
 
 	t.Run("wall", func(t *testing.T) {
 		// The picture changes: a thumbnail of the image drawn to a
@@ -332,6 +338,85 @@ func TestConsoleInBrowser(t *testing.T) {
 		shots.take(t, ctx, "wall")
 	})
 
+	t.Run("edit form", func(t *testing.T) {
+		// pan was created without enabled or fps_limit: saving its form
+		// unchanged sends nothing, so the stream keeps its revision and
+		// its run (epoch); the PATCHes the page sends are recorded.
+		pg.run(t, "edit form", chromedp.Navigate(base+"/#/edit/pan"), chromedp.WaitVisible(chromedp.CSS(`input[name=url]`)))
+		testenv.Eventually(t, func() bool {
+			var url string
+			pg.eval(t, `document.querySelector('input[name=url]').value`, &url)
+			return url != ""
+		}, 10*time.Second, 50*time.Millisecond, "the form filled from the stream's spec")
+		var ok bool
+		pg.eval(t, `(() => { window.patches = []; const f = window.fetch;
+			window.fetch = (u, i) => { if (i && i.method === 'PATCH') window.patches.push(i.body); return f(u, i); }; return true; })()`, &ok)
+		before, _ := v.Stream("pan")
+		require.NotNil(t, before.Status)
+		require.Nil(t, before.Enabled)
+		pg.run(t, "save unchanged", chromedp.Click(chromedp.CSS("#stream-save")), chromedp.WaitVisible(chromedp.CSS("#form-note")))
+		require.Equal(t, "no change", pg.text(t, "#form-note"))
+		var patches []string
+		pg.eval(t, `window.patches`, &patches)
+		require.Empty(t, patches, "nothing sent")
+		after, _ := v.Stream("pan")
+		require.Equal(t, before.Revision, after.Revision, "revision")
+		require.NotNil(t, after.Status)
+		require.Equal(t, before.Status.Epoch, after.Status.Epoch, "the stream's run")
+
+		// One field changed: the patch holds that field only.
+		pg.setValue(t, `input[name=fps_limit]`, "8")
+		pg.run(t, "save fps_limit", chromedp.Click(chromedp.CSS("#stream-save")), chromedp.WaitVisible(chromedp.CSS(`.tile[data-id="pan"]`)))
+		pg.eval(t, `window.patches`, &patches)
+		require.Equal(t, []string{`{"fps_limit":8}`}, patches)
+		after, _ = v.Stream("pan")
+		require.Greater(t, after.Revision, before.Revision)
+		require.Equal(t, 8.0, after.FPSLimit)
+		require.Nil(t, after.Enabled, "enabled left unset")
+	})
+
+	t.Run("down streams", func(t *testing.T) {
+		// Only tiles of running streams hold a live view (a viewer of
+		// vigil_live_viewers): not the disabled stream's, nor gate's,
+		// which cannot connect.
+		code, b := v.Call("POST", "/v1/streams", fmt.Sprintf(`{"id":"off","url":%q,"enabled":false}`, clip))
+		require.Equal(t, http.StatusCreated, code, string(b))
+		pg.run(t, "wall", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`.tile[data-id="off"]`)))
+		viewersMatch := func(panRunning bool) func() bool {
+			return func() bool {
+				var running int
+				pg.eval(t, `document.querySelectorAll('.tile[data-state="running"]').length`, &running)
+				var pan string
+				pg.eval(t, `document.querySelector('.tile[data-id="pan"]').dataset.state`, &pan)
+				return (pan == "running") == panRunning && vigiltest.MetricValue(t, v, "vigil_live_viewers") == float64(running)
+			}
+		}
+		testenv.Eventually(t, viewersMatch(true), 20*time.Second, 200*time.Millisecond, "a viewer per running tile, none for off and gate")
+		require.Equal(t, "no live picture: the stream is not running", pg.text(t, `.tile[data-id="off"] .note`))
+
+		// A stream that stops gives its viewer back; started again, its
+		// tile shows pictures again.
+		var frames int
+		pg.eval(t, `+document.querySelector('.tile[data-id="pan"] .live').dataset.frames`, &frames)
+		code, b = v.Call("PATCH", "/v1/streams/pan", `{"enabled":false}`)
+		require.Equal(t, http.StatusOK, code, string(b))
+		testenv.Eventually(t, viewersMatch(false), 20*time.Second, 200*time.Millisecond, "pan's viewer closed")
+		code, b = v.Call("PATCH", "/v1/streams/pan", `{"enabled":null}`)
+		require.Equal(t, http.StatusOK, code, string(b))
+		testenv.Eventually(t, func() bool {
+			var now int
+			pg.eval(t, `+document.querySelector('.tile[data-id="pan"] .live').dataset.frames`, &now)
+			return now > frames
+		}, 60*time.Second, 200*time.Millisecond, "pan's pictures back on its tile")
+
+		// A stream page of a stream that does not exist says so, with no
+		// live view or zone editor.
+		pg.run(t, "missing stream", chromedp.Navigate(base+"/#/stream/nope"), chromedp.WaitVisible(chromedp.CSS(`p.why`)))
+		testenv.Eventually(t, func() bool { return pg.text(t, `p.why`) == "stream not found" }, 10*time.Second, 50*time.Millisecond, "stream not found")
+		require.False(t, pg.visible(t, "#draw-zone"), "no zone editor")
+		require.False(t, pg.visible(t, ".stream-page .live"), "no live view")
+	})
+
 	t.Run("health", func(t *testing.T) {
 		pg.run(t, "health page", chromedp.Navigate(base+"/#/health"), chromedp.WaitVisible(chromedp.CSS(`tr[data-check="NATS connection"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`tr[data-node="`)+vigiltest.NodeID+`"]`))
@@ -386,6 +471,14 @@ func (p *page) setValue(t *testing.T, sel, value string) {
 	p.eval(t, `(() => { const e = document.querySelector('`+sel+`'); if (!e) return false; e.value = `+string(b)+`;
 		e.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, &ok)
 	require.True(t, ok, "no %s", sel)
+}
+
+// visible reports whether the element sel is shown (it exists and takes room on the page).
+func (p *page) visible(t *testing.T, sel string) bool {
+	t.Helper()
+	var shown bool
+	p.eval(t, `(() => { const e = document.querySelector('`+sel+`'); return !!e && e.getClientRects().length > 0; })()`, &shown)
+	return shown
 }
 
 // text is the text of the element sel.

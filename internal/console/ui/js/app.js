@@ -21,6 +21,7 @@ function route() {
   if (view) view.close();
   view = null;
   loggingIn = false;
+  showLogout();
   const [, page, arg] = location.hash.replace(/^#\/?/, '/').split('/');
   const id = arg ? decodeURIComponent(arg) : '';
   document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('here', a.getAttribute('href') === `#/${page || ''}`));
@@ -36,6 +37,8 @@ function route() {
 function showLogin() {
   if (loggingIn) return;
   loggingIn = true;
+  sessionStorage.removeItem(LOGGED_IN);
+  showLogout();
   if (view) view.close();
   view = null;
   const token = h('input#token', { type: 'password', name: 'token', autocomplete: 'current-password', required: true });
@@ -49,6 +52,7 @@ function showLogin() {
         error.hidden = false;
         return;
       }
+      sessionStorage.setItem(LOGGED_IN, '1');
       route();
     },
   }, h('label', {}, 'API token', token), h('button#login-submit', { type: 'submit' }, 'Log in'), error,
@@ -57,9 +61,15 @@ function showLogin() {
   token.focus();
 }
 
+// Log out is offered only after a login with a token in this browser
+// session (the cookie is not readable by scripts, and without a token the
+// server never asks for one), and never on the login form.
+const logoutButton = document.getElementById('logout');
+const LOGGED_IN = 'vigil-logged-in';
+function showLogout() { logoutButton.hidden = loggingIn || !sessionStorage.getItem(LOGGED_IN); }
+
 onUnauthorized(showLogin);
-document.getElementById('logout').hidden = false;
-document.getElementById('logout').addEventListener('click', async () => {
+logoutButton.addEventListener('click', async () => {
   await logout();
   showLogin();
 });

@@ -1,7 +1,10 @@
 // form.js: add, edit and remove a stream. The form sends what it holds
-// to the API (POST /v1/streams, or a merge patch to /v1/streams/{id}) and
-// shows the API's error next to the field it names ("field" of the error
-// body), so the console never checks anything the API does not.
+// to the API (POST /v1/streams), or, when editing, a merge patch to
+// /v1/streams/{id} of only the fields the user changed: a field the
+// stored spec leaves unset stays unset, and a save without a change sends
+// nothing (any change to the spec restarts the stream). It shows the
+// API's error next to the field it names ("field" of the error body), so
+// the console never checks anything the API does not.
 
 import { api, streamPath } from './api.js';
 import { h } from './dom.js';
@@ -37,9 +40,10 @@ export class StreamForm {
       return h('label.row', {}, h('span.label', {}, label), input, h('span.help', {}, help), this.errors[name]);
     });
     this.general = h('p.error#form-error', { hidden: true, role: 'alert' });
+    this.note = h('p.muted#form-note', { hidden: true, role: 'status' });
     const buttons = [h('button#stream-save', { type: 'submit' }, id ? 'Save' : 'Add stream')];
     if (id) buttons.push(h('button.danger#stream-remove', { type: 'button', onclick: () => this.remove() }, 'Remove stream'));
-    this.form = h('form.stream-form', { onsubmit: (e) => { e.preventDefault(); this.submit(); }, novalidate: true }, ...rows, this.general, h('div.buttons', {}, ...buttons));
+    this.form = h('form.stream-form', { onsubmit: (e) => { e.preventDefault(); this.submit(); }, novalidate: true }, ...rows, this.general, this.note, h('div.buttons', {}, ...buttons));
     root.replaceChildren(h('h1', {}, id ? `Edit ${id}` : 'Add a stream'), this.form);
     if (id) this.load();
   }
@@ -47,34 +51,41 @@ export class StreamForm {
   async load() {
     const r = await api('GET', streamPath(this.id));
     if (!r.ok) return this.showError(r);
-    this.loaded = r.data;
     for (const [name, input] of Object.entries(this.inputs)) {
       const v = r.data[name];
       if (input.type === 'checkbox') input.checked = name === 'enabled' ? v !== false : !!v;
       else input.value = v === undefined || v === null || v === 0 ? '' : String(v);
     }
+    this.loaded = this.values(); // what the patch is relative to
   }
 
-  /** The spec members the form holds; empty inputs are left out (or null in a patch: removed). */
+  /** What each input holds: checked for a checkbox, else its trimmed text. */
+  values() {
+    const vals = {};
+    for (const [name, input] of Object.entries(this.inputs)) vals[name] = input.type === 'checkbox' ? input.checked : input.value.trim();
+    return vals;
+  }
+
+  /**
+   * The spec members the form holds; empty inputs are left out. As a
+   * patch (editing): only the inputs changed since load, an emptied one as
+   * null (removed). The URL, shown with its password as ***, is thus sent
+   * only when edited, never the redacted one back.
+   */
   body(patch) {
     const b = {};
-    for (const [name, input] of Object.entries(this.inputs)) {
-      if (patch && name === 'id') continue;
-      let v;
-      if (input.type === 'checkbox') v = input.checked;
-      else if (input.value.trim() === '') v = patch ? null : undefined;
-      else if (input.type === 'number') v = Number(input.value);
-      else v = input.value.trim();
-      // The API shows the URL with its password as ***: sent back as it
-      // was shown, it would replace the real one.
-      if (patch && name === 'url' && this.loaded && v === this.loaded.url) continue;
-      if (v !== undefined) b[name] = v;
+    for (const [name, v] of Object.entries(this.values())) {
+      if (patch && (name === 'id' || v === this.loaded[name])) continue;
+      if (this.inputs[name].type === 'checkbox') b[name] = v;
+      else if (v === '') { if (patch) b[name] = null; }
+      else b[name] = this.inputs[name].type === 'number' ? Number(v) : v;
     }
     return b;
   }
 
   clearErrors() {
     this.general.hidden = true;
+    this.note.hidden = true;
     for (const e of Object.values(this.errors)) e.hidden = true;
   }
 
@@ -95,10 +106,17 @@ export class StreamForm {
 
   async submit() {
     this.clearErrors();
+    if (this.id && !this.loaded) return; // not loaded yet: nothing to compare with
+    const patch = this.id ? this.body(true) : null;
+    if (patch && !Object.keys(patch).length) {
+      this.note.textContent = 'no change';
+      this.note.hidden = false;
+      return;
+    }
     let r;
     try {
       r = this.id
-        ? await api('PATCH', streamPath(this.id), this.body(true))
+        ? await api('PATCH', streamPath(this.id), patch)
         : await api('POST', '/v1/streams', this.body(false));
     } catch (e) {
       return this.showError({ status: 0, data: { error: `vigil is not answering: ${e.message}` } });

@@ -8,9 +8,12 @@
 import { h, s } from './dom.js';
 import { streamPath } from './api.js';
 
-// A view that closes is opened again after RETRY_MS, doubled after each
-// try that brought no frame (the server's viewer cap, a stream that is
-// down), up to MAX_RETRY_MS.
+// A view is open only while its stream runs (setRunning): a stream that
+// is down has no pictures, and its view would hold one of the server's
+// viewer slots (live.max_viewers) that a running stream's view needs.
+// A view that closes while its stream runs is opened again after
+// RETRY_MS, doubled after each try that brought no frame (the server's
+// viewer cap), up to MAX_RETRY_MS.
 const RETRY_MS = 2000;
 const MAX_RETRY_MS = 30000;
 // Close codes of live.ws (docs/api.md, "Pictures").
@@ -45,11 +48,26 @@ export class LiveView {
     this.svg = s('svg', { class: 'overlay', preserveAspectRatio: 'none' }, this.geometry, this.boxes, this.drawing);
     this.note = h('p.note', {}, 'waiting for a picture…');
     this.el = h('div.live', { dataset: { stream: id, frames: '0' } }, this.img, this.svg, this.note);
-    this.connect();
+    this.running = null; // not known until the first setRunning
+  }
+
+  /** Opens the live view when running is true, closes it when false. */
+  setRunning(running) {
+    if (running === this.running) return;
+    this.running = running;
+    if (running) {
+      this.retry = 0;
+      this.note.textContent = 'waiting for a picture…';
+      this.connect();
+      return;
+    }
+    this.disconnect();
+    this.note.textContent = 'no live picture: the stream is not running';
+    this.note.hidden = false;
   }
 
   connect() {
-    if (this.closed) return;
+    if (this.closed || !this.running) return;
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(`${proto}//${location.host}${streamPath(this.id)}/live.ws?fps=${this.fps}`);
     ws.binaryType = 'blob';
@@ -61,9 +79,17 @@ export class LiveView {
       if (ev.code === NO_PICTURES) this.retry = MAX_RETRY_MS;
       this.note.textContent = ev.code === NO_PICTURES ? `no pictures: ${ev.reason || 'not served for this stream'}` : 'no live picture (retrying)';
       this.note.hidden = false;
-      setTimeout(() => this.connect(), this.retry);
+      this.timer = setTimeout(() => this.connect(), this.retry);
     };
     this.ws = ws;
+  }
+
+  /** Closes the WebSocket and cancels a retry; its onclose then does nothing. */
+  disconnect() {
+    clearTimeout(this.timer);
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) ws.close();
   }
 
   message(data) {
@@ -160,7 +186,7 @@ export class LiveView {
 
   close() {
     this.closed = true;
-    if (this.ws) this.ws.close();
+    this.disconnect();
     if (this.img.src) URL.revokeObjectURL(this.img.src);
   }
 }

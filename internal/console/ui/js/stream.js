@@ -60,6 +60,7 @@ export class StreamPage {
     this.live = new LiveView(id, { fps: 10 });
     this.f = { state: h('span.state'), why: h('p.why'), numbers: h('p.numbers'), bar: h('div.latency'), counts: h('div'), events: h('ul.events') };
     this.editor = new Editor(this, this.live);
+    this.editor.el.hidden = true; // until the stream is known to exist
     root.replaceChildren(
       h('h1', {}, id, ' ', this.f.state, ' ', h('a.small', { href: `#/edit/${encodeURIComponent(id)}` }, 'edit stream')),
       this.f.why,
@@ -84,7 +85,7 @@ export class StreamPage {
     }
     if (this.closed) return;
     if (s.ok) this.showStream(s.data);
-    else this.f.why.textContent = (s.data && s.data.error) || `HTTP ${s.status}`;
+    else this.showMissing(s);
     if (a.ok) {
       this.f.counts.replaceChildren(countsView(a.data.counts));
       this.f.events.replaceChildren(...a.data.events.map(eventView));
@@ -101,6 +102,9 @@ export class StreamPage {
     }
     this.stream = stream;
     const st = stream.status;
+    this.live.el.hidden = false;
+    this.live.setRunning(!!st && st.state === 'running');
+    this.editor.el.hidden = false;
     this.f.state.textContent = st ? st.state : 'unplaced';
     this.f.state.className = `state ${st ? st.state : 'unplaced'}`;
     const why = downReason(st);
@@ -112,6 +116,18 @@ export class StreamPage {
     latencyBar(this.f.bar, st);
     if (!this.editor.busy()) this.live.setAnalytics(stream.analytics);
     this.editor.showList(stream.analytics);
+  }
+
+  /** A stream the API does not answer: a 404 is "stream not found", with no live view or editor. */
+  showMissing(r) {
+    this.f.why.textContent = r.status === 404 ? 'stream not found' : (r.data && r.data.error) || `HTTP ${r.status}`;
+    this.f.why.hidden = false;
+    if (r.status !== 404) return;
+    this.stream = null;
+    this.live.setRunning(false);
+    this.live.el.hidden = true;
+    this.editor.cancel();
+    this.editor.el.hidden = true;
   }
 
   close() {

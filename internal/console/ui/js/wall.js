@@ -98,6 +98,7 @@ export class Wall {
     t.f.why.textContent = why;
     t.f.why.hidden = !why;
     t.live.setAnalytics(stream.analytics);
+    t.live.setRunning(state === 'running');
   }
 
   close() {
