@@ -217,9 +217,23 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			log.Warn("closing NATS", zap.Error(err))
 		}
 	}()
-	octx, cancelOpen := context.WithTimeout(ctx, 15*time.Second)
-	defer cancelOpen()
-	streams, err := registry.Open(octx, sink.Conn(), c.NATS.Bucket, c.NATS.Replicas)
+	// Each step that opens a store gets a window of its own: on a NATS
+	// cluster still forming (the nodes of an embedded cluster starting
+	// together), the first waits for JetStream's meta leader and must not
+	// use up the time of the next (a clean-clone CI run's node stopped on
+	// the lease bucket after the registry took the shared 15 s).
+	var cancels []context.CancelFunc
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	openCtx := func() context.Context {
+		octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		cancels = append(cancels, cancel)
+		return octx
+	}
+	streams, err := registry.Open(openCtx(), sink.Conn(), c.NATS.Bucket, c.NATS.Replicas)
 	if err != nil {
 		return err
 	}
@@ -227,7 +241,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	for i, s := range c.Streams {
 		seed[i] = c.Spec(s)
 	}
-	if n, err := streams.Seed(octx, seed); err != nil {
+	if n, err := streams.Seed(openCtx(), seed); err != nil {
 		return err
 	} else if n > 0 {
 		log.Info("registry seeded from the config", zap.Int("streams", n))
@@ -235,7 +249,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 
 	var snaps *live.Snapshots
 	if *c.Live.Snapshots.Enabled {
-		snaps, err = live.OpenSnapshots(octx, sink.Conn(), live.SnapshotOptions{Bucket: c.SnapshotsBucket(),
+		snaps, err = live.OpenSnapshots(openCtx(), sink.Conn(), live.SnapshotOptions{Bucket: c.SnapshotsBucket(),
 			TTL: c.Live.Snapshots.TTL.Duration, MaxBytes: c.Live.Snapshots.MaxBytes, Replicas: c.NATS.Replicas,
 			Queue: c.Live.Snapshots.Queue, Quality: c.Live.JPEGQuality, Logger: log.Named("snapshots")})
 		if err != nil {
@@ -274,7 +288,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	if replicas == 0 && c.NATS.Replicas > 1 {
 		replicas = c.NATS.Replicas // the registry's, for a cluster whose size the config states
 	}
-	node, err := cluster.New(octx, cluster.Options{Conn: sink.Conn(), Bucket: c.Cluster.Bucket, Replicas: replicas,
+	node, err := cluster.New(openCtx(), cluster.Options{Conn: sink.Conn(), Bucket: c.Cluster.Bucket, Replicas: replicas,
 		ID: c.Node.ID, Version: buildVersion(), TTL: c.Cluster.LeaseTTL.Duration,
 		Capacity: cluster.Capacity{DecodePixelsPerSecond: c.Cluster.DecodePixelsPerSecond, EnginePixelsPerSecond: c.Cluster.EnginePixelsPerSecond,
 			GPUs: gpuCount(&c, devices), MaxStreams: c.Cluster.MaxStreams},
@@ -328,7 +342,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	// Before the API stops (deferred above, so later): ending the live
 	// views lets its shutdown finish at once.
 	defer pictures.Close()
-	logDrift(octx, log, streams, &c, seed, ep.API)
+	logDrift(openCtx(), log, streams, &c, seed, ep.API)
 	if ready != nil {
 		ready(ep)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,19 +77,33 @@ var ErrNoSnapshot = errors.New("no such snapshot (never stored, or expired)")
 // Snapshots encodes event snapshots and stores them in a JetStream
 // object store, on its own goroutine (Run).
 type Snapshots struct {
-	o     SnapshotOptions
-	store jetstream.ObjectStore
-	q     chan *pipeline.TapFrame
-	m     *metrics // the hub's (New sets it); else unregistered ones
+	o   SnapshotOptions
+	js  jetstream.JetStream
+	cfg jetstream.ObjectStoreConfig
+	// store is the bucket once made (storeMu); until then each use tries
+	// to make it, at most every bucketRetry.
+	storeMu sync.Mutex
+	store   jetstream.ObjectStore
+	lastTry time.Time
+	q       chan *pipeline.TapFrame
+	m       *metrics // the hub's (New sets it); else unregistered ones
 	// encode runs a job on the hub's encoders (New sets it); nil: on the
 	// calling goroutine.
 	encode func(func()) bool
 	log    *zap.Logger
 }
 
-// OpenSnapshots creates or updates the bucket on nc's JetStream. Errors
-// are JetStream's (no JetStream, a bucket with other settings that
-// cannot change).
+// bucketRetry is how often a bucket that could not be made is tried
+// again, while snapshots are counted as store_error.
+const bucketRetry = 5 * time.Second
+
+// OpenSnapshots creates or updates the bucket on nc's JetStream. A
+// JetStream that does not answer in time (a NATS cluster still electing
+// its leader while the nodes start) is no error: the bucket is made at
+// the first snapshot after it answers, tried at most every bucketRetry,
+// and snapshots until then are counted as store_error. Errors are the
+// server's refusals (a bucket with other settings that cannot change, no
+// JetStream).
 func OpenSnapshots(ctx context.Context, nc *nats.Conn, o SnapshotOptions) (*Snapshots, error) {
 	if o.Queue <= 0 {
 		o.Queue = 8
@@ -108,11 +123,35 @@ func OpenSnapshots(ctx context.Context, nc *nats.Conn, o SnapshotOptions) (*Snap
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = -1
 	}
-	st, err := js.CreateOrUpdateObjectStore(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("event snapshots bucket %s: %w", o.Bucket, err)
+	s := &Snapshots{o: o, js: js, cfg: cfg, q: make(chan *pipeline.TapFrame, o.Queue), m: newMetrics(nil), log: o.Logger}
+	if _, err := s.bucket(ctx); err != nil {
+		var refused *jetstream.APIError
+		if errors.As(err, &refused) {
+			return nil, err
+		}
+		o.Logger.Warn("event snapshots bucket not made yet; tried again at the first snapshot", zap.String("bucket", o.Bucket), zap.Error(err))
 	}
-	return &Snapshots{o: o, store: st, q: make(chan *pipeline.TapFrame, o.Queue), m: newMetrics(nil), log: o.Logger}, nil
+	return s, nil
+}
+
+// bucket returns the object store, making it when it does not exist yet
+// (at most every bucketRetry after a failure).
+func (s *Snapshots) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	if s.store != nil {
+		return s.store, nil
+	}
+	if !s.lastTry.IsZero() && time.Since(s.lastTry) < bucketRetry {
+		return nil, fmt.Errorf("event snapshots bucket %s: not made yet (tried %s ago)", s.o.Bucket, time.Since(s.lastTry).Round(time.Millisecond))
+	}
+	s.lastTry = time.Now()
+	st, err := s.js.CreateOrUpdateObjectStore(ctx, s.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("event snapshots bucket %s: %w", s.o.Bucket, err)
+	}
+	s.store = st
+	return st, nil
 }
 
 // offer queues a marked frame without blocking: when the queue is full
@@ -177,8 +216,11 @@ func (s *Snapshots) store1(ctx context.Context, tf *pipeline.TapFrame) error {
 		s.m.encodeS.WithLabelValues(VariantEvent).Observe(time.Since(t).Seconds())
 		s.m.encoded.WithLabelValues(VariantEvent).Inc()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.store.Put(pctx, jetstream.ObjectMeta{Name: em.ID, Description: em.Highlight.Caption,
-			Headers: nats.Header{"Content-Type": []string{"image/jpeg"}}}, bytes.NewReader(b))
+		store, err := s.bucket(pctx)
+		if err == nil {
+			_, err = store.Put(pctx, jetstream.ObjectMeta{Name: em.ID, Description: em.Highlight.Caption,
+				Headers: nats.Header{"Content-Type": []string{"image/jpeg"}}}, bytes.NewReader(b))
+		}
 		cancel()
 		if err != nil {
 			s.m.snapshot.WithLabelValues(OutcomeStoreError).Inc()
@@ -194,7 +236,11 @@ func (s *Snapshots) store1(ctx context.Context, tf *pipeline.TapFrame) error {
 // Get returns the JPEG of snapshot id. Errors: ErrNoSnapshot, or
 // JetStream's (NATS down, timeout).
 func (s *Snapshots) Get(ctx context.Context, id string) ([]byte, error) {
-	b, err := s.store.GetBytes(ctx, id)
+	store, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := store.GetBytes(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, ErrNoSnapshot
 	}
