@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -807,6 +808,14 @@ func (n *Node) heldCount() int {
 	return len(n.held)
 }
 
+// heldIDs returns the ids of the streams whose leases the node holds, in
+// no order.
+func (n *Node) heldIDs() []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return slices.Collect(maps.Keys(n.held))
+}
+
 // drop forgets a lease (the fence refuses the stream from now on) and
 // stops its stream.
 func (n *Node) drop(id, why string) {
@@ -824,12 +833,7 @@ func (n *Node) drop(id, why string) {
 }
 
 func (n *Node) loseAll(why string) {
-	n.mu.RLock()
-	ids := make([]string, 0, len(n.held))
-	for id := range n.held {
-		ids = append(ids, id)
-	}
-	n.mu.RUnlock()
+	ids := n.heldIDs()
 	for _, id := range ids {
 		n.drop(id, why)
 	}
@@ -1385,12 +1389,7 @@ func (n *Node) drain(ctx context.Context) {
 			c.count++
 		}
 	}
-	n.mu.RLock()
-	ids := make([]string, 0, len(n.held))
-	for id := range n.held {
-		ids = append(ids, id)
-	}
-	n.mu.RUnlock()
+	ids := n.heldIDs()
 	sort.Strings(ids)
 	for i, id := range ids {
 		w := n.weight(id, mean)
@@ -1424,12 +1423,7 @@ func (n *Node) Drain(ctx context.Context) int {
 // Close releases what Drain did not (leases, the leader lease, the node
 // entry) without handing streams over; Run must have returned.
 func (n *Node) Close(ctx context.Context) {
-	n.mu.RLock()
-	ids := make([]string, 0, len(n.held))
-	for id := range n.held {
-		ids = append(ids, id)
-	}
-	n.mu.RUnlock()
+	ids := n.heldIDs()
 	for _, id := range ids {
 		n.release(ctx, id)
 	}
