@@ -93,6 +93,14 @@ type Options struct {
 	// picture as it maps it; a positive interval sleeps until the picture
 	// is decoded, checking its status at that interval, then maps it.
 	NVDECPoll time.Duration
+	// CPUNice, when > 0, is the nice value (at most 19) of the threads
+	// that decode this source in software: the source's own OS thread
+	// while the input is open, and the decoder threads FFmpeg starts from
+	// it, which inherit it (Linux keeps a nice value per thread). Hybrid
+	// decoding sets it (decode.cpu_nice) so that software decoding takes
+	// the cores the rest of the pipeline leaves. NVDEC sessions are not
+	// affected. See niceThread for what happens to the thread afterwards.
+	CPUNice int
 	// Logger defaults to a no-op logger. FFmpeg's lines about this input
 	// go to its child "ffmpeg", aggregated (see LogInterval).
 	Logger *zap.Logger
@@ -443,6 +451,12 @@ func (s *Source) runOnce(ctx context.Context, emit func(*pipeline.Frame)) error 
 			// context; drop ours before cc.Free (deferred earlier, run later).
 			defer cc.SetPixelFormatCallback(nil)
 		}
+	}
+	if !hw && s.o.CPUNice > 0 {
+		// Before cc.Open, which starts FFmpeg's decoder threads: they
+		// inherit the thread's nice value. Deferred after detach, so the
+		// value is put back before the thread is unlocked.
+		defer niceThread(s.o.CPUNice, s.o.Logger)()
 	}
 	// Direct NVDEC decodes without FFmpeg's decoder: cc only carries the
 	// stream's parameters then.

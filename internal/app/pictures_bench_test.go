@@ -54,7 +54,8 @@ func BenchmarkViewerCost(b *testing.B) {
 		settle  = 2 * time.Second // after the viewers connect
 		rounds  = 4
 	)
-	v := vigiltest.Start(b, b.TempDir(), "log: {level: warn}\nlive: {max_viewers: 64}")
+	// infer.provider cpu: the CPU bench, also on a machine with a GPU.
+	v := vigiltest.Start(b, b.TempDir(), "log: {level: warn}\nlive: {max_viewers: 64}\ninfer: {provider: cpu}")
 	var mu sync.Mutex
 	var got []sample
 	sub, err := v.NC.Subscribe("vigil.*.detections", func(m *nats.Msg) {

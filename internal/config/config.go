@@ -445,6 +445,16 @@ type Decode struct {
 	// picture is decoded, checking at that interval, before mapping it
 	// (docs/gpu.md, "CPU per frame").
 	NVDECPoll Duration `yaml:"nvdec_poll"`
+	// CPUNice, under decode.hwaccel hybrid, is the nice value (0 to 19) of
+	// the threads that decode streams in software (the stream's own
+	// thread and the FFmpeg threads it starts), so that the cores go
+	// first to what every stream needs (the NVDEC sessions' host work,
+	// batching, the engine) and software decoding takes what is left: a
+	// CPU side placed beyond what the cores can do then drops its own
+	// streams' frames instead of delaying every stream's (docs/gpu.md,
+	// "Hybrid placement"). 0 runs them like the rest of vigil. Not
+	// applied outside hybrid decoding.
+	CPUNice int `yaml:"cpu_nice"`
 }
 
 // TensorRT configures ONNX Runtime's TensorRT execution provider (see
@@ -788,7 +798,7 @@ func Default() Config {
 		Cluster: Cluster{Bucket: "vigil_leases", LeaseTTL: Duration{10 * time.Second}, RebalanceInterval: Duration{10 * time.Second}, MaxMoves: 2},
 		Infer: Infer{ORTLibrary: assets.ORTLibrary(), ModelsDir: assets.ModelsDir(), BatchSizes: []int{1},
 			Provider: "auto", CUDAGraph: ptr(true), Slots: 2},
-		Decode: Decode{HWAccel: "none", NVDECMode: "direct", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}},
+		Decode: Decode{HWAccel: "none", NVDECMode: "direct", HWSurfaces: 8, ReweighInterval: Duration{10 * time.Second}, CPUNice: 10},
 		Pipeline: Pipeline{QueueSize: 4, ProgressInterval: &five, DefaultModel: "blazeface", BudgetMS: ptr(DefaultBudgetMS),
 			AlertInterval: Duration{10 * time.Second}, DegradeDepth: 10, DegradeAfter: Duration{3 * time.Second},
 			RestoreAfter: Duration{10 * time.Second}, DegradedFPS: 2, MaxQueueDelayUS: 2000},
@@ -1120,6 +1130,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Decode.NVDECPoll.Duration < 0 || c.Decode.NVDECPoll.Duration > 10*time.Millisecond {
 		p.add("decode.nvdec_poll", "%s: want 0s to 10ms", c.Decode.NVDECPoll.Duration)
+	}
+	if c.Decode.CPUNice < 0 || c.Decode.CPUNice > 19 {
+		p.add("decode.cpu_nice", "%d: want 0 to 19 (a nice value; vigil only lowers its decoders' priority)", c.Decode.CPUNice)
 	}
 	if c.Decode.HWSurfaces < 1 || c.Decode.HWSurfaces > 64 {
 		p.add("decode.hw_surfaces", "%d: want 1 to 64", c.Decode.HWSurfaces)

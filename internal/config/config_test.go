@@ -83,6 +83,8 @@ func TestUnknownKeysAndBadValues(t *testing.T) {
 		{"decode: {cpu_pixel_rate: 2000000, cpu_fps: 100}\n", "decode.cpu_fps: deprecated, and decode.cpu_pixel_rate is set too: keep decode.cpu_pixel_rate only"},
 		{"decode: {reweigh_interval: 10ms}\n", "decode.reweigh_interval: 10ms: want 0s (never) or at least 100ms"},
 		{"decode: {hw_surfaces: 0}\n", "decode.hw_surfaces: 0: want 1 to 64"},
+		{"decode: {cpu_nice: 20}\n", "decode.cpu_nice: 20: want 0 to 19"},
+		{"decode: {cpu_nice: -1}\n", "decode.cpu_nice: -1: want 0 to 19"},
 		{"infer: {tf32: true, precision: fp16}\n", "infer.tf32: deprecated, and precision is fp16"},
 		{"infer: {instances: 17}\n", "infer.instances: 17: want 0 (the default) or 1 to 16"},
 		{"infer: {cudnn_conv_algo_search: fastest}\n", `infer.cudnn_conv_algo_search: "fastest"`},

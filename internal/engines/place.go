@@ -45,12 +45,14 @@ func PlacementDevices(c *config.Config) ([]int, error) {
 // WithHW sets on o the config's NVDEC settings (decode.hwaccel,
 // decode.nvdec, decode.hw_surfaces) for CUDA device dev. With decode.hwaccel hybrid,
 // nvdec says where the stream was placed: on NVDEC (auto, so that a stream
-// NVDEC cannot take still falls back to the CPU) or on the CPU (none).
+// NVDEC cannot take still falls back to the CPU) or on the CPU (none), and
+// software decoding runs at decode.cpu_nice.
 func WithHW(o decode.Options, c *config.Config, dev int, nvdec bool) decode.Options {
 	o.HWAccel, o.HWDevice, o.HWSurfaces = decode.HWAccel(c.Decode.HWAccel), strconv.Itoa(dev), c.Decode.HWSurfaces
 	o.NVDEC = decode.NVDECMode(c.Decode.NVDECMode)
 	o.NVDECPoll = c.Decode.NVDECPoll.Duration
 	if c.Decode.HWAccel == "hybrid" {
+		o.CPUNice = c.Decode.CPUNice
 		o.HWAccel = decode.HWNone
 		if nvdec {
 			o.HWAccel = decode.HWAuto
