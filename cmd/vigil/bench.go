@@ -67,7 +67,7 @@ func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
 	fs.StringVar(&f.precisions, "precisions", "fp32", "gpu: comma-separated precisions to sweep (fp32, tf32, fp16)")
 	fs.StringVar(&f.instances, "instances", "1", "gpu: comma-separated engine instances per model to sweep (sessions on their own CUDA streams)")
 	fs.StringVar(&f.nhwc, "nhwc", "false", "gpu: comma-separated prefer_nhwc settings to sweep (false, true)")
-	fs.StringVar(&f.convSearch, "conv-search", "", "gpu: cudnn_conv_algo_search for every engine (exhaustive, heuristic, default; empty: ORT's default)")
+	fs.StringVar(&f.convSearch, "conv-search", "", "gpu: cudnn_conv_algo_search for every engine (exhaustive, heuristic, default; empty: infer.cudnn_conv_algo_search, default heuristic)")
 	fs.BoolVar(&f.graphOnly, "graph-only", false, "gpu: CUDA-graph runs only (no eager runs)")
 	fs.BoolVar(&f.skipFull, "model-only", false, "gpu: model-only figures only (no full engine path)")
 	fs.IntVar(&f.agree, "agree", 0, "gpu: compare each precision but fp32 against fp32 on this many frames of each --agree-sources file")
@@ -224,6 +224,9 @@ func benchGPU(f *benchFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stop()
+	if f.convSearch == "" { // the config's (default heuristic), as vigil run has it
+		g.ConvAlgoSearch, _ = ortdev.ParseConvAlgoSearch(c.Infer.CuDNNConvAlgoSearch) // validated by the config
+	}
 	_, err = bench.GPU(ctx, c, g, stdout)
 	return cli.Interrupted(ctx, err, "before the GPU bench finished; its figures are incomplete")
 }

@@ -43,7 +43,9 @@ type GPUOptions struct {
 	Instances  []int
 	NHWC       []bool
 	// ConvAlgoSearch is the CUDA provider's cudnn_conv_algo_search for
-	// every engine ("": ORT's default, exhaustive).
+	// every engine as ortdev.ParseConvAlgoSearch gives it ("": ONNX
+	// Runtime's default, exhaustive; vigil bench passes the config's
+	// infer.cudnn_conv_algo_search when --conv-search is not given).
 	ConvAlgoSearch string
 	// GraphOnly leaves out the eager runs (each point then runs with CUDA
 	// graphs only).

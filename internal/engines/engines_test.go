@@ -162,11 +162,12 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 func TestGPUSettings(t *testing.T) {
 	c := config.Default()
 	st := engines.GPUSettingsOf(c.Infer)
-	require.Equal(t, engines.GPUSettings{Precision: engines.DefaultPrecision, Instances: engines.DefaultInstances}, st)
+	// heuristic by default: infer.cudnn_conv_algo_search's doc says why.
+	require.Equal(t, engines.GPUSettings{Precision: engines.DefaultPrecision, Instances: engines.DefaultInstances, ConvAlgoSearch: "HEURISTIC"}, st)
 	c.Infer.TF32 = true
 	require.Equal(t, gpu.PrecisionTF32, engines.GPUSettingsOf(c.Infer).Precision)
-	c.Infer.Precision, c.Infer.Instances, c.Infer.PreferNHWC, c.Infer.CuDNNConvAlgoSearch = "fp16", 3, true, "heuristic"
-	require.Equal(t, engines.GPUSettings{Precision: gpu.PrecisionFP16, Instances: 3, NHWC: true, ConvAlgoSearch: "HEURISTIC"}, engines.GPUSettingsOf(c.Infer))
+	c.Infer.Precision, c.Infer.Instances, c.Infer.PreferNHWC, c.Infer.CuDNNConvAlgoSearch = "fp16", 3, true, "exhaustive"
+	require.Equal(t, engines.GPUSettings{Precision: gpu.PrecisionFP16, Instances: 3, NHWC: true, ConvAlgoSearch: "EXHAUSTIVE"}, engines.GPUSettingsOf(c.Infer))
 
 	for _, tc := range []struct {
 		hw, mode string
