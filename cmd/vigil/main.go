@@ -309,6 +309,9 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 	if o.Quiet <= 0 {
 		return &cli.BadInputError{Err: fmt.Errorf("--quiet %s: must be positive", o.Quiet)}
 	}
+	if o.Count < 0 {
+		return &cli.BadInputError{Err: fmt.Errorf("--count %d: want 0 (until Ctrl-C) or more messages", o.Count)}
+	}
 	o.Notes = stderr
 	ctx, stop := signalContext(stderr, 5*time.Second)
 	defer stop()

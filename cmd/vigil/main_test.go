@@ -104,6 +104,10 @@ func TestBadInput(t *testing.T) {
 		{"shapes API URL", []string{"shapes", "--api", "ftp://cam"}, []string{`--api "ftp://cam"`}},
 		{"shapes bad config", []string{"shapes", "--config", writeConfig(t, "infer: {batch_sizes: [0]}\n")}, []string{"infer.batch_sizes"}},
 		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
+		{"unknown model subcommand", []string{"model", "quantise"}, []string{`unknown subcommand "quantise": want quantize`}},
+		{"tail negative count", []string{"tail", "--count", "-1"}, []string{"--count -1: want 0 (until Ctrl-C) or more"}},
+		{"detect analytics file missing", []string{"detect", "--analytics", "/nonexistent/a.yaml", megamind},
+			[]string{"--analytics /nonexistent/a.yaml: no such file or directory"}},
 		{"calibration clip that does not decode", []string{"model", "quantize", "--model", front, "--calibrate", notVideo},
 			[]string{"--calibrate " + notVideo, "cannot decode a video frame from it"}},
 		{"int8 on a GPU provider", []string{"check-config", writeConfig(t, "infer: {precision: int8, provider: cuda}\n")},
@@ -294,6 +298,17 @@ func TestHelpAndVersion(t *testing.T) {
 	rc, _, stderr := vigil("detect", "--help")
 	require.Equal(t, 0, rc)
 	require.Contains(t, stderr, "-max-frames")
+}
+
+// Every command's --help is status 0, as `vigil --help` says to run it
+// (vigil model --help was status 2, "want a subcommand").
+func TestEveryCommandHelp(t *testing.T) {
+	for _, c := range [][]string{{"run"}, {"detect"}, {"tail"}, {"streams"}, {"nodes"}, {"shapes"}, {"doctor"},
+		{"bench"}, {"model"}, {"model", "quantize"}, {"check-config"}} {
+		rc, out, stderr := vigil(append(c, "--help")...)
+		require.Equal(t, 0, rc, "vigil %s --help: %s", strings.Join(c, " "), stderr)
+		require.Contains(t, out+stderr, "Usage: vigil "+c[0], "vigil %s --help", strings.Join(c, " "))
+	}
 }
 
 // The real binary: `vigil run` serves, `vigil tail` reads, /metrics answers,
