@@ -220,23 +220,29 @@ func cmdRun(args []string, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signalContext(stderr, 15*time.Second)
 	defer stop()
-	return app.Run(ctx, c, log, stderr, func(ep app.Endpoints) {
-		nats := redact.URLs(ep.NATS)
-		fmt.Fprintf(stderr, "vigil: ready; NATS %s; watch with: vigil tail --nats %s\n", nats, nats)
-		if ep.API != "" {
-			// The API's own token file, named so that the command works
-			// as printed (the token itself is never printed).
-			tok := ""
-			if c.API.TokenFile != "" {
-				tok = " --token-file " + c.API.TokenFile
-			}
-			fmt.Fprintf(stderr, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n", ep.API, ep.API, ep.API, tok)
+	return app.Run(ctx, c, log, stderr, func(ep app.Endpoints) { printReady(stderr, c, ep) })
+}
+
+// printReady says where vigil serves, with commands that work as printed:
+// each names the token file it needs (never the token itself).
+func printReady(w io.Writer, c config.Config, ep app.Endpoints) {
+	nats := redact.URLs(ep.NATS)
+	tok := ""
+	if c.NATS.TokenFile != "" {
+		tok = " --token-file " + c.NATS.TokenFile
+	}
+	fmt.Fprintf(w, "vigil: ready; NATS %s; watch with: vigil tail --nats %s%s\n", nats, nats, tok)
+	if ep.API != "" {
+		tok := ""
+		if c.API.TokenFile != "" {
+			tok = " --token-file " + c.API.TokenFile
 		}
-		if ep.MQTT != "" {
-			p := c.NATS.SubjectPrefix
-			fmt.Fprintf(stderr, "vigil: MQTT mqtt://%s; topics %s/<stream>/analytics, %[2]s/<stream>/counts, %[2]s/<stream>/detections\n", ep.MQTT, p)
-		}
-	})
+		fmt.Fprintf(w, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n", ep.API, ep.API, ep.API, tok)
+	}
+	if ep.MQTT != "" {
+		p := c.NATS.SubjectPrefix
+		fmt.Fprintf(w, "vigil: MQTT mqtt://%s; topics %s/<stream>/analytics, %[2]s/<stream>/counts, %[2]s/<stream>/detections\n", ep.MQTT, p)
+	}
 }
 
 func cmdDetect(args []string, stdout, stderr io.Writer) error {
