@@ -246,7 +246,7 @@ func printReady(w io.Writer, c config.Config, ep app.Endpoints) {
 }
 
 func cmdDetect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] [--analytics FILE] SOURCE", stderr)
+	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] [--analytics FILE] [--id ID] [--realtime] SOURCE", stderr)
 	model := fs.String("model", "blazeface", "model name (blazeface, blazeface-back, yolox-nano, or one from --config) or an .onnx path")
 	maxFrames := fs.Int("max-frames", 0, "stop after N frames (0: the whole source)")
 	cfgPath := fs.String("config", "", "optional config file for models, infer and log settings")
@@ -287,7 +287,7 @@ func toolSetup(cfgPath string, stderr io.Writer) (config.Config, *zap.Logger, co
 }
 
 func cmdTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tail", "tail [--stream ID] [--analytics] [--nats URL] [--token-file FILE] [--bucket NAME] [--count N] [--json] [--quiet D]", stderr)
+	fs := newFlags("tail", "tail [--stream ID] [--analytics] [--nats URL] [--token-file FILE] [--bucket NAME] [--prefix P] [--count N] [--json] [--quiet D]", stderr)
 	o := client.TailOptions{}
 	fs.StringVar(&o.Stream, "stream", "", "only this stream id (default: all streams)")
 	fs.StringVar(&o.URL, "nats", "nats://127.0.0.1:4222", "NATS server URL (the embedded server's default address)")

@@ -499,3 +499,33 @@ func TestCheckConfigDeprecatedRates(t *testing.T) {
 	require.Equal(t, 2, rc)
 	require.Contains(t, stderr, "decode.nvdec_fps: deprecated, and decode.nvdec_pixel_rate is set too")
 }
+
+// The README's table of commands and each command's usage line name every
+// flag the command has (tail's --prefix, detect's --config, --id and
+// --realtime and model quantize's --config were missing), and no flag it
+// does not have.
+func TestREADMEAndUsageListEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	flagName := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	dashed := regexp.MustCompile(`--([a-z0-9-]+)`)
+	for _, c := range []string{"run", "detect", "tail", "doctor", "model quantize", "check-config"} {
+		rc, out, stderr := vigil(append(strings.Fields(c), "--help")...)
+		require.Equal(t, 0, rc)
+		help := out + stderr
+		var have []string
+		for _, m := range flagName.FindAllStringSubmatch(help, -1) {
+			have = append(have, m[1])
+		}
+		row := regexp.MustCompile("(?m)^\\| `vigil " + c + "[ `][^`]*`").FindString(string(readme))
+		require.NotEmpty(t, row, "README has a row for vigil %s", c)
+		usage := strings.SplitN(help, "\n", 2)[0]
+		for where, text := range map[string]string{"README's row": row, "the usage line": usage} {
+			var listed []string
+			for _, m := range dashed.FindAllStringSubmatch(text, -1) {
+				listed = append(listed, m[1])
+			}
+			require.ElementsMatch(t, have, listed, "vigil %s: flags in %s: %s", c, where, text)
+		}
+	}
+}
