@@ -174,7 +174,7 @@ func (s *service) reconcile(ch registry.Change) {
 // stopHere stops a stream that runs elsewhere now (or nowhere) and
 // forgets it here.
 func (s *service) stopHere(id, why string) {
-	if s.sup.Remove(id) {
+	if s.sup.RemoveFor(id, pipeline.ErrHandedOver) {
 		s.forget(id)
 		s.log.Info("stream stopped on this node", zap.String("stream", id), zap.String("reason", why))
 	}
@@ -203,7 +203,7 @@ func (s *service) Stop(id string) {
 		defer s.placeMu.Unlock()
 		s.stopHere(id, "lease handed over or lost")
 	}) {
-		s.sup.Remove(id) // the loop has ended: stop it here
+		s.sup.RemoveFor(id, pipeline.ErrHandedOver) // the loop has ended: stop it here
 	}
 }
 
