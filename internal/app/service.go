@@ -220,13 +220,16 @@ func (s *service) Wanted() []cluster.Want {
 	return out
 }
 
-// Running implements cluster.Runner: each running stream's weight
-// (width x height x decoded fps), state, rates and fencing token.
+// Running implements cluster.Runner: each stream this node holds the
+// lease of, with its weight (width x height x decoded fps), state, rates
+// and fencing token. The supervisor also keeps the streams disabled here,
+// which run on no node: they are not listed (they showed as this node's in
+// vigil nodes ls and the API).
 func (s *service) Running() map[string]cluster.StreamInfo {
 	out := map[string]cluster.StreamInfo{}
 	for _, id := range s.sup.IDs() {
 		st, ok := s.sup.Status(id)
-		if !ok {
+		if !ok || !s.node.Holds(id) {
 			continue
 		}
 		info := cluster.StreamInfo{State: string(st.State), FPSIn: st.FPSIn, FPSOut: st.FPSOut, Lease: s.node.Token(id)}
