@@ -108,7 +108,7 @@ type Status struct {
 
 // StatusSnapshot is a copy of a Status at one instant.
 type StatusSnapshot struct {
-	State State     `json:"state"`
+	State State `json:"state"`
 	// Since is when State began; zero (left out of JSON) when not known,
 	// as for a stream another node runs, known from its heartbeat.
 	Since time.Time `json:"since,omitzero"`
