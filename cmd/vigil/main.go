@@ -213,6 +213,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.Version = version // the node's entry says what vigil version says
 	log, err := cli.NewLogger(c.Log, stderr)
 	if err != nil {
 		return &cli.BadInputError{Err: err}

@@ -315,7 +315,7 @@ func TestEveryCommandHelp(t *testing.T) {
 // and SIGTERM stops it cleanly with status 0.
 func TestBinaryRunTailMetrics(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "vigil")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=binarytest", "-o", bin, ".")
 	build.Stderr = os.Stderr
 	require.NoError(t, build.Run())
 
@@ -342,12 +342,13 @@ streams:
 		}
 		close(lines)
 	}()
-	var natsURL, metricsURL string
+	var natsURL, metricsURL, apiURL string
 	var log []string
 	reNATS := regexp.MustCompile(`watch with: vigil tail --nats (\S+)`)
+	reAPI := regexp.MustCompile(`manage streams with: vigil streams ls --api (\S+)`)
 	reMetrics := regexp.MustCompile(`"url": "(http://[^"]+/metrics)"`)
 	sawProgress := false
-	for natsURL == "" || metricsURL == "" || !sawProgress {
+	for natsURL == "" || metricsURL == "" || apiURL == "" || !sawProgress {
 		select {
 		case l, ok := <-lines:
 			require.True(t, ok, "vigil exited early:\n%s", strings.Join(log, "\n"))
@@ -357,6 +358,9 @@ streams:
 			}
 			if m := reMetrics.FindStringSubmatch(l); m != nil {
 				metricsURL = m[1]
+			}
+			if m := reAPI.FindStringSubmatch(l); m != nil {
+				apiURL = m[1]
 			}
 			sawProgress = sawProgress || (strings.HasPrefix(l, "cam1 ") && strings.Contains(l, "fps"))
 		case <-ctx.Done():
@@ -373,6 +377,15 @@ streams:
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Contains(t, string(body), `vigil_frames_processed_total{stream="cam1"}`)
+
+	// The node's entry carries the version the binary was built as, the
+	// one vigil version prints (it said "(devel)", the module's).
+	rc, out, errOut = vigil("nodes", "ls", "--api", apiURL, "-o", "json")
+	require.Equal(t, 0, rc, errOut)
+	var nodes []struct{ Version string }
+	require.NoError(t, json.Unmarshal([]byte(out), &nodes), out)
+	require.Len(t, nodes, 1)
+	require.Equal(t, "binarytest", nodes[0].Version)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	go func() {

@@ -73,6 +73,10 @@ type Config struct {
 	// Source is the file Load read, as an absolute path ("" after Parse):
 	// messages that say how to apply the file name it. Not a key.
 	Source string `yaml:"-"`
+	// Version is the version vigil was built as (vigil version's, set by
+	// cmd/vigil), for this node's entry in the fleet (vigil nodes ls);
+	// "": the module's build information. Not a key.
+	Version string `yaml:"-"`
 }
 
 // API configures the REST API (/v1/streams, docs/api.md).
