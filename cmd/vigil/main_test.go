@@ -47,6 +47,8 @@ func TestBadInput(t *testing.T) {
 	edge := testenv.EdgeModels(t)
 	notVideo := filepath.Join(t.TempDir(), "notes.mp4")
 	require.NoError(t, os.WriteFile(notVideo, []byte("shopping list: milk, eggs\n"), 0o644))
+	emptyFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(emptyFile, []byte("\n"), 0o600))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -106,6 +108,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
 		{"unknown model subcommand", []string{"model", "quantise"}, []string{`unknown subcommand "quantise": want quantize`}},
 		{"tail negative count", []string{"tail", "--count", "-1"}, []string{"--count -1: want 0 (until Ctrl-C) or more"}},
+		{"empty API token file", []string{"streams", "ls", "--api", "http://127.0.0.1:1", "--token-file", emptyFile},
+			[]string{"--token-file: " + emptyFile + " is empty"}},
 		{"detect analytics file missing", []string{"detect", "--analytics", "/nonexistent/a.yaml", megamind},
 			[]string{"--analytics /nonexistent/a.yaml: no such file or directory"}},
 		{"calibration clip that does not decode", []string{"model", "quantize", "--model", front, "--calibrate", notVideo},
