@@ -71,7 +71,7 @@ func TestBadInput(t *testing.T) {
 			"models:\n  - {name: wrong, path: "+front+", adapter: yolox}\nstreams:\n  - {id: a, url: "+megamind+", model: wrong}\n")},
 			[]string{"format yolox", `"input:0" [1 128 128 3]`, "[B 3 H W]"}},
 		{"not an ONNX model", []string{"detect", "--model", filepath.Join(edge, "not_onnx.onnx"), megamind},
-			[]string{"not_onnx.onnx", "cannot read it as an ONNX model"}},
+			[]string{"not_onnx.onnx: ONNX Runtime cannot read it as an ONNX model ("}},
 		{"two image inputs and no format", []string{"detect", "--model", filepath.Join(edge, "two_images.onnx"), megamind},
 			[]string{"format auto", `2 image inputs ["left" [1 3 32 32] "right" [1 3 32 32]]`, "set the model's format"}},
 		{"labels file shorter than the classes", []string{"run", "--config", writeConfig(t, "data_dir: "+t.TempDir()+
