@@ -65,6 +65,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"/nonexistent/model.onnx", "no such file"}},
 		{"unsupported URL scheme in config", []string{"run", "--config", writeConfig(t, "streams:\n  - {id: a, url: \"ftp://u:pw@cam/x\"}\n")},
 			[]string{"streams[0].url", `unsupported URL scheme "ftp"`}},
+		{"missing file in detect", []string{"detect", "/nonexistent/clip.avi"},
+			[]string{"source: stat /nonexistent/clip.avi: no such file or directory"}},
 		{"unsupported URL scheme in detect", []string{"detect", "gopher://cam/x"},
 			[]string{`unsupported URL scheme "gopher"`}},
 		{"model shape does not fit adapter", []string{"run", "--config", writeConfig(t,
