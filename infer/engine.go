@@ -138,7 +138,7 @@ func Describe(o Options) (ad Adapter, b Binding, half bool, err error) {
 func inspect(o Options) (Adapter, Binding, error) {
 	ins, outs, err := ort.GetInputOutputInfo(o.Path)
 	if err != nil {
-		return nil, Binding{}, fmt.Errorf("model %s: %w: ONNX Runtime cannot read it as an ONNX model (%s)", o.Path, ErrModelMismatch, cliLine(err))
+		return nil, Binding{}, &notONNXError{path: o.Path, detail: cliLine(err)}
 	}
 	ad, err := NewAdapter(o.Spec)
 	if err != nil {
@@ -152,6 +152,19 @@ func inspect(o Options) (Adapter, Binding, error) {
 }
 
 // cliLine is err's text up to its first line break.
+// notONNXError is a file ONNX Runtime cannot read as a model: an
+// ErrModelMismatch (bad input, status 2) whose text says only that, since
+// no format was tried ("model does not fit its format" sent the reader
+// looking at the format).
+type notONNXError struct{ path, detail string }
+
+func (e *notONNXError) Error() string {
+	return fmt.Sprintf("model %s: ONNX Runtime cannot read it as an ONNX model (%s)", e.path, e.detail)
+}
+
+// Is makes errors.Is(err, ErrModelMismatch) hold.
+func (e *notONNXError) Is(target error) bool { return target == ErrModelMismatch }
+
 func cliLine(err error) string {
 	l, _, _ := strings.Cut(err.Error(), "\n")
 	return strings.TrimSpace(l)

@@ -108,8 +108,10 @@ type Status struct {
 
 // StatusSnapshot is a copy of a Status at one instant.
 type StatusSnapshot struct {
-	State State     `json:"state"`
-	Since time.Time `json:"since"`
+	State State `json:"state"`
+	// Since is when State began; zero (left out of JSON) when not known,
+	// as for a stream another node runs, known from its heartbeat.
+	Since time.Time `json:"since,omitzero"`
 	// Epoch names the stream's current run (see NewEpoch); the epoch in
 	// its messages. Empty before the stream first started.
 	Epoch string `json:"epoch,omitempty"`

@@ -31,6 +31,10 @@ var (
 	ErrRemoved     = errors.New("removed")
 	ErrDisabled    = errors.New("disabled")
 	ErrReconfigure = errors.New("restarting with a new configuration")
+	// ErrHandedOver: the node gave up the stream's lease (a drain, a
+	// shutdown, the placer moving it) or lost it; the stream stays in the
+	// registry and runs, or will run, on another node.
+	ErrHandedOver = errors.New("handed over")
 )
 
 // NewSupervisor returns a supervisor whose streams all stop when ctx ends.
@@ -83,8 +87,15 @@ func (s *Supervisor) Apply(id, version string, build func(*Status) (StreamConfig
 }
 
 // Remove stops stream id, waits for it, and forgets it. It reports whether
-// the stream was known.
+// the stream was known. Its stopped event's reason is ErrRemoved.
 func (s *Supervisor) Remove(id string) bool {
+	return s.RemoveFor(id, ErrRemoved)
+}
+
+// RemoveFor is Remove with cause as the reason of the stream's stopped
+// event (ErrHandedOver when the stream leaves this node but not the
+// registry).
+func (s *Supervisor) RemoveFor(id string, cause error) bool {
 	s.mu.Lock()
 	sv := s.streams[id]
 	delete(s.streams, id)
@@ -92,7 +103,7 @@ func (s *Supervisor) Remove(id string) bool {
 	if sv == nil {
 		return false
 	}
-	sv.stop(ErrRemoved)
+	sv.stop(cause)
 	return true
 }
 

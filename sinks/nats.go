@@ -249,7 +249,7 @@ func (s *NATS) reconnected(c *nats.Conn) {
 	}
 	s.downSince = time.Time{}
 	s.mu.Unlock()
-	s.log.Info("NATS reconnected", zap.String("url", c.ConnectedUrlRedacted()), zap.Duration("down_for", down),
+	s.log.Info("NATS reconnected", zap.String("url", redact.URLs(c.ConnectedUrl())), zap.Duration("down_for", down),
 		zap.Int("held_messages_sent", sent))
 }
 

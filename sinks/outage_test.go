@@ -3,6 +3,7 @@ package sinks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -25,15 +26,23 @@ import (
 // and starts again on the same port, as an operator restarting an external
 // server would.
 type restartable struct {
-	t    *testing.T
-	dir  string
-	addr string
-	ns   *server.Server
+	t     *testing.T
+	dir   string
+	addr  string
+	token string // the server's auth token ("": none)
+	ns    *server.Server
 }
 
 func startRestartable(t *testing.T) *restartable {
 	t.Helper()
-	r := &restartable{t: t, dir: t.TempDir(), addr: "127.0.0.1:0"}
+	return startRestartableToken(t, "")
+}
+
+// startRestartableToken is startRestartable with a server that requires
+// token.
+func startRestartableToken(t *testing.T, token string) *restartable {
+	t.Helper()
+	r := &restartable{t: t, dir: t.TempDir(), addr: "127.0.0.1:0", token: token}
 	r.start()
 	r.addr = r.ns.Addr().(*net.TCPAddr).String()
 	t.Cleanup(r.stop)
@@ -42,7 +51,7 @@ func startRestartable(t *testing.T) *restartable {
 
 func (r *restartable) start() {
 	r.t.Helper()
-	ns, err := natsserver.Start(r.addr, r.dir, "")
+	ns, err := natsserver.Start(r.addr, r.dir, r.token)
 	require.NoError(r.t, err)
 	r.ns = ns
 }
@@ -243,4 +252,28 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// A token given as a NATS URL's user name (nats://TOKEN@host, which
+// nats.go sends as the auth token) is not logged when the connection comes
+// back: nats.go's ConnectedUrlRedacted masks only a password.
+func TestNATSReconnectedHidesURLToken(t *testing.T) {
+	const token = "s3cr3t-t0ken"
+	srv := startRestartableToken(t, token)
+	log, logs := observed()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := sinks.DialNATS(ctx, sinks.NATSOptions{URL: "nats://" + token + "@" + srv.addr, Metrics: sinks.NewNATSMetrics(prometheus.NewRegistry()), Logger: log})
+	require.NoError(t, err)
+	defer s.Close()
+	srv.stop()
+	testenv.Eventually(t, func() bool { return !s.State().Connected }, 10*time.Second, 10*time.Millisecond, "the sink sees the server gone")
+	srv.start()
+	testenv.Eventually(t, func() bool { return logs.FilterMessage("NATS reconnected").Len() == 1 }, 15*time.Second, 10*time.Millisecond, "reconnected")
+	for _, e := range logs.All() {
+		for k, v := range e.ContextMap() {
+			require.NotContains(t, fmt.Sprint(v), token, "%q: field %s", e.Message, k)
+		}
+	}
+	require.Equal(t, "nats://***@"+srv.addr, logs.FilterMessage("NATS reconnected").All()[0].ContextMap()["url"])
 }

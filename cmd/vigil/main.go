@@ -213,6 +213,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.Version = version // the node's entry says what vigil version says
 	log, err := cli.NewLogger(c.Log, stderr)
 	if err != nil {
 		return &cli.BadInputError{Err: err}
@@ -220,27 +221,33 @@ func cmdRun(args []string, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signalContext(stderr, 15*time.Second)
 	defer stop()
-	return app.Run(ctx, c, log, stderr, func(ep app.Endpoints) {
-		nats := redact.URLs(ep.NATS)
-		fmt.Fprintf(stderr, "vigil: ready; NATS %s; watch with: vigil tail --nats %s\n", nats, nats)
-		if ep.API != "" {
-			// The API's own token file, named so that the command works
-			// as printed (the token itself is never printed).
-			tok := ""
-			if c.API.TokenFile != "" {
-				tok = " --token-file " + c.API.TokenFile
-			}
-			fmt.Fprintf(stderr, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n", ep.API, ep.API, ep.API, tok)
+	return app.Run(ctx, c, log, stderr, func(ep app.Endpoints) { printReady(stderr, c, ep) })
+}
+
+// printReady says where vigil serves, with commands that work as printed:
+// each names the token file it needs (never the token itself).
+func printReady(w io.Writer, c config.Config, ep app.Endpoints) {
+	nats := redact.URLs(ep.NATS)
+	tok := ""
+	if c.NATS.TokenFile != "" {
+		tok = " --token-file " + c.NATS.TokenFile
+	}
+	fmt.Fprintf(w, "vigil: ready; NATS %s; watch with: vigil tail --nats %s%s\n", nats, nats, tok)
+	if ep.API != "" {
+		tok := ""
+		if c.API.TokenFile != "" {
+			tok = " --token-file " + c.API.TokenFile
 		}
-		if ep.MQTT != "" {
-			p := c.NATS.SubjectPrefix
-			fmt.Fprintf(stderr, "vigil: MQTT mqtt://%s; topics %s/<stream>/analytics, %[2]s/<stream>/counts, %[2]s/<stream>/detections\n", ep.MQTT, p)
-		}
-	})
+		fmt.Fprintf(w, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n", ep.API, ep.API, ep.API, tok)
+	}
+	if ep.MQTT != "" {
+		p := c.NATS.SubjectPrefix
+		fmt.Fprintf(w, "vigil: MQTT mqtt://%s; topics %s/<stream>/analytics, %[2]s/<stream>/counts, %[2]s/<stream>/detections\n", ep.MQTT, p)
+	}
 }
 
 func cmdDetect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] [--analytics FILE] SOURCE", stderr)
+	fs := newFlags("detect", "detect [--model NAME|PATH] [--max-frames N] [--config FILE] [--analytics FILE] [--id ID] [--realtime] SOURCE", stderr)
 	model := fs.String("model", "blazeface", "model name (blazeface, blazeface-back, yolox-nano, or one from --config) or an .onnx path")
 	maxFrames := fs.Int("max-frames", 0, "stop after N frames (0: the whole source)")
 	cfgPath := fs.String("config", "", "optional config file for models, infer and log settings")
@@ -281,7 +288,7 @@ func toolSetup(cfgPath string, stderr io.Writer) (config.Config, *zap.Logger, co
 }
 
 func cmdTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tail", "tail [--stream ID] [--analytics] [--nats URL] [--token-file FILE] [--bucket NAME] [--count N] [--json] [--quiet D]", stderr)
+	fs := newFlags("tail", "tail [--stream ID] [--analytics] [--nats URL] [--token-file FILE] [--bucket NAME] [--prefix P] [--count N] [--json] [--quiet D]", stderr)
 	o := client.TailOptions{}
 	fs.StringVar(&o.Stream, "stream", "", "only this stream id (default: all streams)")
 	fs.StringVar(&o.URL, "nats", "nats://127.0.0.1:4222", "NATS server URL (the embedded server's default address)")
@@ -308,6 +315,9 @@ func cmdTail(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.Quiet <= 0 {
 		return &cli.BadInputError{Err: fmt.Errorf("--quiet %s: must be positive", o.Quiet)}
+	}
+	if o.Count < 0 {
+		return &cli.BadInputError{Err: fmt.Errorf("--count %d: want 0 (until Ctrl-C) or more messages", o.Count)}
 	}
 	o.Notes = stderr
 	ctx, stop := signalContext(stderr, 5*time.Second)

@@ -47,6 +47,8 @@ func TestBadInput(t *testing.T) {
 	edge := testenv.EdgeModels(t)
 	notVideo := filepath.Join(t.TempDir(), "notes.mp4")
 	require.NoError(t, os.WriteFile(notVideo, []byte("shopping list: milk, eggs\n"), 0o644))
+	emptyFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(emptyFile, []byte("\n"), 0o600))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -63,13 +65,15 @@ func TestBadInput(t *testing.T) {
 			[]string{"/nonexistent/model.onnx", "no such file"}},
 		{"unsupported URL scheme in config", []string{"run", "--config", writeConfig(t, "streams:\n  - {id: a, url: \"ftp://u:pw@cam/x\"}\n")},
 			[]string{"streams[0].url", `unsupported URL scheme "ftp"`}},
+		{"missing file in detect", []string{"detect", "/nonexistent/clip.avi"},
+			[]string{"source: stat /nonexistent/clip.avi: no such file or directory"}},
 		{"unsupported URL scheme in detect", []string{"detect", "gopher://cam/x"},
 			[]string{`unsupported URL scheme "gopher"`}},
 		{"model shape does not fit adapter", []string{"run", "--config", writeConfig(t,
 			"models:\n  - {name: wrong, path: "+front+", adapter: yolox}\nstreams:\n  - {id: a, url: "+megamind+", model: wrong}\n")},
 			[]string{"format yolox", `"input:0" [1 128 128 3]`, "[B 3 H W]"}},
 		{"not an ONNX model", []string{"detect", "--model", filepath.Join(edge, "not_onnx.onnx"), megamind},
-			[]string{"not_onnx.onnx", "cannot read it as an ONNX model"}},
+			[]string{"not_onnx.onnx: ONNX Runtime cannot read it as an ONNX model ("}},
 		{"two image inputs and no format", []string{"detect", "--model", filepath.Join(edge, "two_images.onnx"), megamind},
 			[]string{"format auto", `2 image inputs ["left" [1 3 32 32] "right" [1 3 32 32]]`, "set the model's format"}},
 		{"labels file shorter than the classes", []string{"run", "--config", writeConfig(t, "data_dir: "+t.TempDir()+
@@ -104,6 +108,12 @@ func TestBadInput(t *testing.T) {
 		{"shapes API URL", []string{"shapes", "--api", "ftp://cam"}, []string{`--api "ftp://cam"`}},
 		{"shapes bad config", []string{"shapes", "--config", writeConfig(t, "infer: {batch_sizes: [0]}\n")}, []string{"infer.batch_sizes"}},
 		{"unknown command", []string{"serve"}, []string{`unknown command "serve"`}},
+		{"unknown model subcommand", []string{"model", "quantise"}, []string{`unknown subcommand "quantise": want quantize`}},
+		{"tail negative count", []string{"tail", "--count", "-1"}, []string{"--count -1: want 0 (until Ctrl-C) or more"}},
+		{"empty API token file", []string{"streams", "ls", "--api", "http://127.0.0.1:1", "--token-file", emptyFile},
+			[]string{"--token-file: " + emptyFile + " is empty"}},
+		{"detect analytics file missing", []string{"detect", "--analytics", "/nonexistent/a.yaml", megamind},
+			[]string{"--analytics /nonexistent/a.yaml: no such file or directory"}},
 		{"calibration clip that does not decode", []string{"model", "quantize", "--model", front, "--calibrate", notVideo},
 			[]string{"--calibrate " + notVideo, "cannot decode a video frame from it"}},
 		{"int8 on a GPU provider", []string{"check-config", writeConfig(t, "infer: {precision: int8, provider: cuda}\n")},
@@ -296,11 +306,22 @@ func TestHelpAndVersion(t *testing.T) {
 	require.Contains(t, stderr, "-max-frames")
 }
 
+// Every command's --help is status 0, as `vigil --help` says to run it
+// (vigil model --help was status 2, "want a subcommand").
+func TestEveryCommandHelp(t *testing.T) {
+	for _, c := range [][]string{{"run"}, {"detect"}, {"tail"}, {"streams"}, {"nodes"}, {"shapes"}, {"doctor"},
+		{"bench"}, {"model"}, {"model", "quantize"}, {"check-config"}} {
+		rc, out, stderr := vigil(append(c, "--help")...)
+		require.Equal(t, 0, rc, "vigil %s --help: %s", strings.Join(c, " "), stderr)
+		require.Contains(t, out+stderr, "Usage: vigil "+c[0], "vigil %s --help", strings.Join(c, " "))
+	}
+}
+
 // The real binary: `vigil run` serves, `vigil tail` reads, /metrics answers,
 // and SIGTERM stops it cleanly with status 0.
 func TestBinaryRunTailMetrics(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "vigil")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=binarytest", "-o", bin, ".")
 	build.Stderr = os.Stderr
 	require.NoError(t, build.Run())
 
@@ -327,12 +348,13 @@ streams:
 		}
 		close(lines)
 	}()
-	var natsURL, metricsURL string
+	var natsURL, metricsURL, apiURL string
 	var log []string
 	reNATS := regexp.MustCompile(`watch with: vigil tail --nats (\S+)`)
+	reAPI := regexp.MustCompile(`manage streams with: vigil streams ls --api (\S+)`)
 	reMetrics := regexp.MustCompile(`"url": "(http://[^"]+/metrics)"`)
 	sawProgress := false
-	for natsURL == "" || metricsURL == "" || !sawProgress {
+	for natsURL == "" || metricsURL == "" || apiURL == "" || !sawProgress {
 		select {
 		case l, ok := <-lines:
 			require.True(t, ok, "vigil exited early:\n%s", strings.Join(log, "\n"))
@@ -342,6 +364,9 @@ streams:
 			}
 			if m := reMetrics.FindStringSubmatch(l); m != nil {
 				metricsURL = m[1]
+			}
+			if m := reAPI.FindStringSubmatch(l); m != nil {
+				apiURL = m[1]
 			}
 			sawProgress = sawProgress || (strings.HasPrefix(l, "cam1 ") && strings.Contains(l, "fps"))
 		case <-ctx.Done():
@@ -358,6 +383,15 @@ streams:
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Contains(t, string(body), `vigil_frames_processed_total{stream="cam1"}`)
+
+	// The node's entry carries the version the binary was built as, the
+	// one vigil version prints (it said "(devel)", the module's).
+	rc, out, errOut = vigil("nodes", "ls", "--api", apiURL, "-o", "json")
+	require.Equal(t, 0, rc, errOut)
+	var nodes []struct{ Version string }
+	require.NoError(t, json.Unmarshal([]byte(out), &nodes), out)
+	require.Len(t, nodes, 1)
+	require.Equal(t, "binarytest", nodes[0].Version)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	go func() {
@@ -483,4 +517,34 @@ func TestCheckConfigDeprecatedRates(t *testing.T) {
 	rc, _, stderr = vigil("check-config", writeConfig(t, "decode: {nvdec_fps: 2000, nvdec_pixel_rate: 4147200000}\n"))
 	require.Equal(t, 2, rc)
 	require.Contains(t, stderr, "decode.nvdec_fps: deprecated, and decode.nvdec_pixel_rate is set too")
+}
+
+// The README's table of commands and each command's usage line name every
+// flag the command has (tail's --prefix, detect's --config, --id and
+// --realtime and model quantize's --config were missing), and no flag it
+// does not have.
+func TestREADMEAndUsageListEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	flagName := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	dashed := regexp.MustCompile(`--([a-z0-9-]+)`)
+	for _, c := range []string{"run", "detect", "tail", "doctor", "model quantize", "check-config"} {
+		rc, out, stderr := vigil(append(strings.Fields(c), "--help")...)
+		require.Equal(t, 0, rc)
+		help := out + stderr
+		var have []string
+		for _, m := range flagName.FindAllStringSubmatch(help, -1) {
+			have = append(have, m[1])
+		}
+		row := regexp.MustCompile("(?m)^\\| `vigil " + c + "[ `][^`]*`").FindString(string(readme))
+		require.NotEmpty(t, row, "README has a row for vigil %s", c)
+		usage := strings.SplitN(help, "\n", 2)[0]
+		for where, text := range map[string]string{"README's row": row, "the usage line": usage} {
+			var listed []string
+			for _, m := range dashed.FindAllStringSubmatch(text, -1) {
+				listed = append(listed, m[1])
+			}
+			require.ElementsMatch(t, have, listed, "vigil %s: flags in %s: %s", c, where, text)
+		}
+	}
 }

@@ -16,9 +16,18 @@ import (
 
 // cmdModel is vigil model: tools on model files (quantize).
 func cmdModel(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "quantize" {
-		fmt.Fprint(stderr, "Usage: vigil model quantize --model NAME|PATH --calibrate SOURCE [--frames N] [--skip N] [--config FILE]\n")
+	const usage = "Usage: vigil model quantize --model NAME|PATH --calibrate SOURCE [--frames N] [--skip N] [--config FILE]\n" +
+		"Run 'vigil model quantize --help' for its flags.\n"
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, usage)
 		return &cli.BadInputError{Err: errors.New("want a subcommand: quantize")}
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
+		// Asked for, as every other command's --help: status 0.
+		fmt.Fprint(stdout, usage)
+		return nil
+	case args[0] != "quantize":
+		return &cli.BadInputError{Err: fmt.Errorf("unknown subcommand %q: want quantize (vigil model quantize --help)", args[0])}
 	}
 	return cmdQuantize(args[1:], stdout, stderr)
 }

@@ -135,12 +135,36 @@ nats: {listen: "127.0.0.1:0", token_file: %q}
 streams: [{id: tok, url: %q, realtime: true, loop: true}]
 `, tokenFile, testenv.Media(t, "Megamind.avi")))
 
+	// A missing or wrong token is bad input (status 2, as the API's 401
+	// is for vigil streams) that points at --token-file, not at a vigil
+	// that is not up; a token written in the URL is not echoed.
 	rc, _, errOut := vigil("tail", "--nats", ep.NATS, "--count", "1")
-	require.Equal(t, 1, rc)
+	require.Equal(t, 2, rc, errOut)
 	require.Contains(t, errOut, "Authorization Violation")
+	require.Contains(t, errOut, "see --token-file")
+	require.NotContains(t, errOut, "is vigil run up")
+	wrong := strings.Replace(ep.NATS, "nats://", "nats://wrong-tok3n@", 1)
+	rc, _, errOut = vigil("tail", "--nats", wrong, "--count", "1")
+	require.Equal(t, 2, rc, errOut)
+	require.NotContains(t, errOut, "wrong-tok3n")
 	rc, out, errOut := vigil("tail", "--nats", ep.NATS, "--count", "2", "--token-file", tokenFile)
 	require.Equal(t, 0, rc, errOut)
 	require.Contains(t, out, "tok")
+}
+
+// The start-up lines give commands that work as printed: vigil tail gets
+// --token-file with nats.token_file (it had only --nats, which the server
+// then refused), and a token in nats.url (nats://TOKEN@host) is masked.
+func TestReadyLinesNameTokenFiles(t *testing.T) {
+	var c config.Config
+	c.NATS.TokenFile = "/etc/vigil/nats.token"
+	c.API.TokenFile = "/etc/vigil/api.token"
+	var b strings.Builder
+	printReady(&b, c, app.Endpoints{NATS: "nats://s3cr3t@127.0.0.1:4222", API: "http://127.0.0.1:8080"})
+	out := b.String()
+	require.Contains(t, out, "watch with: vigil tail --nats nats://***@127.0.0.1:4222 --token-file /etc/vigil/nats.token\n")
+	require.Contains(t, out, "vigil streams ls --api http://127.0.0.1:8080 --token-file /etc/vigil/api.token\n")
+	require.NotContains(t, out, "s3cr3t")
 }
 
 // streams ls shows a stream's error whole while it is current (the cause

@@ -401,7 +401,7 @@ func decodeSpec(b []byte, sp *registry.Spec) error {
 			if te.Field == "" {
 				return &registry.FieldError{Msg: fmt.Sprintf("the body must be a JSON object, not %s", te.Value)}
 			}
-			return &registry.FieldError{Field: te.Field, Msg: fmt.Sprintf("want %s, got %s", jsonKind(te.Type.Kind()), te.Value)}
+			return &registry.FieldError{Field: te.Field, Msg: typeMsg(te)}
 		}
 		if strings.Contains(msg, "is not a duration") {
 			// analytics.Duration's UnmarshalText: encoding/json does not
@@ -420,6 +420,23 @@ func decodeSpec(b []byte, sp *registry.Spec) error {
 	return nil
 }
 
+// typeMsg says what a member of the wrong JSON type should be. A number
+// of the right type that the field cannot hold (a fraction for a whole
+// number, or one out of range) is shown as given, without "number": it was
+// one ("want a number, got number 1.5" said nothing).
+func typeMsg(te *json.UnmarshalTypeError) string {
+	k := te.Type.Kind()
+	n, isNum := strings.CutPrefix(te.Value, "number ")
+	switch {
+	case !isNum:
+		return fmt.Sprintf("want %s, got %s", jsonKind(k), te.Value)
+	case k >= reflect.Int && k <= reflect.Uint64 && strings.ContainsAny(n, ".eE"):
+		return fmt.Sprintf("want %s, got %s", jsonKind(k), n)
+	default:
+		return fmt.Sprintf("%s: out of range", n)
+	}
+}
+
 // jsonKind names a Go kind the way a JSON user thinks of it.
 func jsonKind(k reflect.Kind) string {
 	switch k {
@@ -431,8 +448,10 @@ func jsonKind(k reflect.Kind) string {
 		return "an object"
 	case reflect.Slice, reflect.Array:
 		return "an array"
-	default:
+	case reflect.Float32, reflect.Float64:
 		return "a number"
+	default:
+		return "a whole number"
 	}
 }
 
@@ -526,8 +545,13 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// UseNumber: a number is checked against its field by decodeSpec
+	// below, which names the field (one that no float64 holds, 1e309,
+	// failed here as "must be a JSON object").
 	var patch map[string]any
-	if err := json.Unmarshal(b, &patch); err != nil || patch == nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&patch); err != nil || patch == nil || dec.More() {
 		writeErr(w, http.StatusBadRequest, "", "the body must be a JSON object (a merge patch)")
 		return
 	}

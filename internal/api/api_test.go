@@ -248,3 +248,47 @@ func TestPatchMerge(t *testing.T) {
 	e3, _ := reg.Get(context.Background(), "p1")
 	require.Equal(t, e2.Revision, e3.Revision, "no-op: no new revision")
 }
+
+// A number its field cannot hold is a 400 naming the field, in words that
+// say what to send: a fraction for a whole number ("want a number, got
+// number 1.5" said nothing), one out of range (in a PATCH, 1e309 was "the
+// body must be a JSON object", with no field).
+func TestNumberErrorsNameTheField(t *testing.T) {
+	srv, _ := newServer(t, "")
+	srv.Start()
+	do := func(method, path, body string) (int, api.Error) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var e api.Error
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e
+	}
+	code, _ := do("POST", "/v1/streams", `{"id":"n1","url":"/tmp/x.avi"}`)
+	require.Equal(t, http.StatusCreated, code)
+	for _, tc := range []struct{ body, field, msg string }{
+		{`{"queue_size":1.5}`, "queue_size", "queue_size: want a whole number, got 1.5"},
+		{`{"queue_size":"4"}`, "queue_size", "queue_size: want a whole number, got string"},
+		{`{"decode_threads":99999999999999999999}`, "decode_threads", "decode_threads: 99999999999999999999: out of range"},
+		{`{"fps_limit":1e309}`, "fps_limit", "fps_limit: 1e309: out of range"},
+		{`{"fps_limit":"5"}`, "fps_limit", "fps_limit: want a number, got string"},
+	} {
+		for _, req := range []struct{ method, path, body string }{
+			{"POST", "/v1/streams", `{"id":"n2","url":"/tmp/x.avi",` + tc.body[1:]},
+			{"PATCH", "/v1/streams/n1", tc.body},
+		} {
+			code, e := do(req.method, req.path, req.body)
+			require.Equal(t, http.StatusBadRequest, code, "%s %s", req.method, tc.body)
+			require.Equal(t, tc.field, e.Field, "%s %s: %s", req.method, tc.body, e.Error)
+			require.Equal(t, tc.msg, e.Error, "%s %s", req.method, tc.body)
+		}
+	}
+	// Still refused as before: a body that is not one JSON object.
+	for _, body := range []string{`[1]`, `{} {}`, `{"fps_limit":`} {
+		code, e := do("PATCH", "/v1/streams/n1", body)
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Contains(t, e.Error, "the body must be a JSON object", body)
+	}
+}

@@ -289,7 +289,7 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 		replicas = c.NATS.Replicas // the registry's, for a cluster whose size the config states
 	}
 	node, err := cluster.New(openCtx(), cluster.Options{Conn: sink.Conn(), Bucket: c.Cluster.Bucket, Replicas: replicas,
-		ID: c.Node.ID, Version: buildVersion(), TTL: c.Cluster.LeaseTTL.Duration,
+		ID: c.Node.ID, Version: buildVersion(c.Version), TTL: c.Cluster.LeaseTTL.Duration,
 		Capacity: cluster.Capacity{DecodePixelsPerSecond: c.Cluster.DecodePixelsPerSecond, EnginePixelsPerSecond: c.Cluster.EnginePixelsPerSecond,
 			GPUs: gpuCount(&c, devices), MaxStreams: c.Cluster.MaxStreams},
 		RebalanceInterval: c.Cluster.RebalanceInterval.Duration, MaxMoves: c.Cluster.MaxMoves,
@@ -446,9 +446,13 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	return runErr
 }
 
-// buildVersion is the version vigil was built as (its module version or
-// VCS revision), for the node's entry.
-func buildVersion() string {
+// buildVersion is the version vigil was built as, for the node's entry:
+// given (config.Config.Version, what vigil version prints), else its
+// module version and VCS revision.
+func buildVersion(given string) string {
+	if given != "" {
+		return given
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

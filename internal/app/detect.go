@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -63,6 +65,14 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	src, err := decode.New(decode.Options{URL: o.Source, StreamID: o.StreamID, Realtime: o.Realtime, Logger: log})
 	if err != nil {
 		return cli.BadInput(fmt.Errorf("source: %w", err))
+	}
+	// A file that is not there is bad input, as a missing --model is (it
+	// failed as the decoder's open, status 1); one that does not decode
+	// stays a runtime failure.
+	if kind, ff, _ := decode.ParseURL(o.Source); kind == decode.KindFile {
+		if _, err := os.Stat(strings.TrimPrefix(ff, "file:")); err != nil {
+			return cli.BadInput(fmt.Errorf("source: %w", err))
+		}
 	}
 	m, err := c.ResolveModel(o.Model)
 	if err != nil {

@@ -174,7 +174,7 @@ func (s *service) reconcile(ch registry.Change) {
 // stopHere stops a stream that runs elsewhere now (or nowhere) and
 // forgets it here.
 func (s *service) stopHere(id, why string) {
-	if s.sup.Remove(id) {
+	if s.sup.RemoveFor(id, pipeline.ErrHandedOver) {
 		s.forget(id)
 		s.log.Info("stream stopped on this node", zap.String("stream", id), zap.String("reason", why))
 	}
@@ -203,7 +203,7 @@ func (s *service) Stop(id string) {
 		defer s.placeMu.Unlock()
 		s.stopHere(id, "lease handed over or lost")
 	}) {
-		s.sup.Remove(id) // the loop has ended: stop it here
+		s.sup.RemoveFor(id, pipeline.ErrHandedOver) // the loop has ended: stop it here
 	}
 }
 
@@ -220,13 +220,16 @@ func (s *service) Wanted() []cluster.Want {
 	return out
 }
 
-// Running implements cluster.Runner: each running stream's weight
-// (width x height x decoded fps), state, rates and fencing token.
+// Running implements cluster.Runner: each stream this node holds the
+// lease of, with its weight (width x height x decoded fps), state, rates
+// and fencing token. The supervisor also keeps the streams disabled here,
+// which run on no node: they are not listed (they showed as this node's in
+// vigil nodes ls and the API).
 func (s *service) Running() map[string]cluster.StreamInfo {
 	out := map[string]cluster.StreamInfo{}
 	for _, id := range s.sup.IDs() {
 		st, ok := s.sup.Status(id)
-		if !ok {
+		if !ok || !s.node.Holds(id) {
 			continue
 		}
 		info := cluster.StreamInfo{State: string(st.State), FPSIn: st.FPSIn, FPSOut: st.FPSOut, Lease: s.node.Token(id)}

@@ -38,6 +38,11 @@ func New(base, tokenFile, caFile string) (*Client, error) {
 			return nil, cli.BadInput(fmt.Errorf("--token-file: %w", err))
 		}
 		c.Token = strings.TrimSpace(string(b))
+		if c.Token == "" {
+			// Sent as it is, it came back as the API's 401, which says
+			// nothing of the file.
+			return nil, cli.BadInput(fmt.Errorf("--token-file: %s is empty", tokenFile))
+		}
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)

@@ -82,6 +82,10 @@ func Tail(ctx context.Context, o TailOptions, out io.Writer) error {
 		token = o.Stream
 	}
 	nc, err := nats.Connect(o.URL, nats.Name("vigil-tail"), nats.Token(o.Token), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
+	if errors.Is(err, nats.ErrAuthorization) {
+		// The server answered: a wrong or missing token is bad input.
+		return cli.BadInput(fmt.Errorf("connecting to NATS at %s: %w (a wrong or missing token: see --token-file, nats.token_file of the vigil you watch)", redact.URLs(o.URL), err))
+	}
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w (is vigil run up? see --nats)", redact.URLs(o.URL), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -27,6 +28,11 @@ type analyticsFile struct {
 // not checked here: they need the model (engines.Labels).
 func LoadAnalytics(path string) (*analytics.Config, error) {
 	data, err := os.ReadFile(path)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		// "PATH: no such file or directory", as the file's other errors
+		// read, rather than "open PATH: ..." after the caller's flag name.
+		return nil, fmt.Errorf("%s: %w", path, pe.Err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,10 @@ type Config struct {
 	// Source is the file Load read, as an absolute path ("" after Parse):
 	// messages that say how to apply the file name it. Not a key.
 	Source string `yaml:"-"`
+	// Version is the version vigil was built as (vigil version's, set by
+	// cmd/vigil), for this node's entry in the fleet (vigil nodes ls);
+	// "": the module's build information. Not a key.
+	Version string `yaml:"-"`
 }
 
 // API configures the REST API (/v1/streams, docs/api.md).
@@ -1019,18 +1023,25 @@ func (c *Config) Validate() error {
 	if (c.API.TLSCert == "") != (c.API.TLSKey == "") {
 		p.add("api.tls_cert", "tls_cert and tls_key go together")
 	}
-	for f, path := range map[string]string{"api.token_file": c.API.TokenFile, "api.tls_cert": c.API.TLSCert, "api.tls_key": c.API.TLSKey, "nats.token_file": c.NATS.TokenFile} {
-		if path != "" {
-			if _, err := os.Stat(path); err != nil {
-				p.add(f, "%v", err)
-			}
+	// In a fixed order, each file once: ReadToken's error already says
+	// when a token file is missing.
+	for _, f := range []struct {
+		field, path string
+		token       bool
+	}{
+		{"api.token_file", c.API.TokenFile, true}, {"api.tls_cert", c.API.TLSCert, false},
+		{"api.tls_key", c.API.TLSKey, false}, {"nats.token_file", c.NATS.TokenFile, true},
+	} {
+		var err error
+		switch {
+		case f.path == "":
+		case f.token:
+			_, err = ReadToken(f.path)
+		default:
+			_, err = os.Stat(f.path)
 		}
-	}
-	for f, path := range map[string]string{"api.token_file": c.API.TokenFile, "nats.token_file": c.NATS.TokenFile} {
-		if path != "" {
-			if _, err := ReadToken(path); err != nil {
-				p.add(f, "%v", err)
-			}
+		if err != nil {
+			p.add(f.field, "%v", err)
 		}
 	}
 	if c.DataDir == "" {

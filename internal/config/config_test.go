@@ -390,3 +390,21 @@ models:
 	require.Equal(t, "blazeface", c.DegradeTo("near"))
 	require.Empty(t, c.DegradeTo("blazeface"), "built-in models have none")
 }
+
+// A missing file is one problem, said once per field, and the problems
+// come in the same order every time (they were listed from a map: stat's
+// and ReadToken's error for the same token file, in random order).
+func TestMissingFilesReportedOnceInOrder(t *testing.T) {
+	y := "api: {token_file: /nonexistent/api.tok, tls_cert: /nonexistent/c.pem, tls_key: /nonexistent/k.pem}\n" +
+		"nats: {token_file: /nonexistent/nats.tok}\n"
+	_, err := Parse([]byte(y), "f.yaml")
+	require.Error(t, err)
+	msg := err.Error()
+	for _, f := range []string{"api.token_file", "api.tls_cert", "api.tls_key", "nats.token_file"} {
+		require.Equal(t, 1, strings.Count(msg, f+": "), "%s once in %s", f, msg)
+	}
+	for range 20 {
+		_, again := Parse([]byte(y), "f.yaml")
+		require.Equal(t, msg, again.Error(), "the same order every time")
+	}
+}

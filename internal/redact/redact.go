@@ -142,12 +142,31 @@ func SplitURLs(list string) []string {
 // URLs redacts a comma-separated list of URLs (a NATS cluster): each
 // element of SplitURLs through URL, joined with ",". A password holding
 // ",scheme://" raw would be cut in two; no NATS client can use one.
+//
+// A NATS URL's user name alone is a token (nats://TOKEN@host: nats.go
+// sends it as the connection's auth_token), so unlike URL, URLs masks the
+// user info whole when it has no ':' (nats://***@host).
 func URLs(list string) string {
 	parts := SplitURLs(list)
 	for i, p := range parts {
-		parts[i] = URL(p)
+		parts[i] = maskToken(URL(p))
 	}
 	return strings.Join(parts, ",")
+}
+
+// maskToken replaces a user info without ':' (after URL has masked any
+// password, a user info with one already holds Mask) by Mask.
+func maskToken(u string) string {
+	m := scheme.FindStringIndex(u)
+	if m == nil {
+		return u
+	}
+	rest := u[m[1]:]
+	at := strings.LastIndexByte(rest, '@')
+	if at <= 0 || strings.IndexByte(rest[:at], ':') >= 0 {
+		return u
+	}
+	return u[:m[1]] + Mask + rest[at:]
 }
 
 // urlInText matches a URL in free text: a scheme, "://" and everything up

@@ -62,6 +62,11 @@ func TestURLs(t *testing.T) {
 	require.Equal(t, "nats://a:***@h1:4222,nats://h2:4222", URLs("nats://a:b,c@h1:4222,nats://h2:4222"))
 	require.Equal(t, []string{"nats://a:b,c@h1", "tls://h2"}, SplitURLs("nats://a:b,c@h1 , tls://h2"))
 	require.Equal(t, []string{""}, SplitURLs(""))
+	// A user name alone is a NATS token (nats://TOKEN@host): masked whole,
+	// where URL shows an RTSP user name.
+	require.Equal(t, "nats://***@h1:4222,tls://***@h2,nats://h3", URLs("nats://s3cr3t@h1:4222,tls://s3cr3t@h2,nats://h3"))
+	require.Equal(t, "nats://u:***@h1", URLs("nats://u:pw@h1"))
+	require.Equal(t, "nats://***@h1", URLs(URLs("nats://tok@h1")), "masking again changes nothing")
 }
 
 func TestText(t *testing.T) {
