@@ -71,14 +71,17 @@ func TestINT8AgainstFP32(t *testing.T) {
 	if d := os.Getenv("VIGIL_INT8_CACHE"); d != "" {
 		cache = d
 	}
+	keep := os.Getenv("VIGIL_INT8_KEEP_FLOAT") // default auto
 	for _, tc := range accuracyCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.model(t)
 			t0 := time.Now()
-			r, err := quantize.Quantize(context.Background(), quantize.Options{Model: m, Source: testenv.Media(t, tc.calibrate), CacheDir: cache})
+			o := quantize.Options{Model: m, Source: testenv.Media(t, tc.calibrate), CacheDir: cache, KeepFloat: keep,
+				Progress: func(s string) { fmt.Printf("%s: %s: %s\n", tc.name, time.Since(t0).Round(time.Second), s) }}
+			r, err := quantize.Quantize(context.Background(), o)
 			require.NoError(t, err)
 			took := time.Since(t0)
-			again, err := quantize.Quantize(context.Background(), quantize.Options{Model: m, Source: testenv.Media(t, tc.calibrate), CacheDir: cache})
+			again, err := quantize.Quantize(context.Background(), o)
 			require.NoError(t, err)
 			require.True(t, again.Cached, "the same model and calibration input come from the cache")
 			require.Equal(t, r.Path, again.Path)
@@ -87,6 +90,7 @@ func TestINT8AgainstFP32(t *testing.T) {
 			require.Equal(t, r.Path, p)
 
 			tot, n := compareClip(t, m, r.Path, testenv.Media(t, tc.test), frames)
+			fmt.Printf("%s: keep-float %s: %d of %d blocks float %v; when made: %s\n", tc.name, r.Record.KeepFloat, len(r.Record.Float), r.Record.Blocks, r.Record.Float, r.Record.Check)
 			fmt.Printf("%s: calibrated on %s (%d frames, %s, %.1f s), tested on %d frames of %s: fp32 %d detections, INT8 %d, matched (IoU >= 0.5, same class) %d = %.1f %%, INT8 without an fp32 match %d = %.1f %%, worst matched IoU %.3f\n",
 				tc.name, tc.calibrate, r.Record.Frames, r.Record.Method, took.Seconds(), n, tc.test, tot.Ref, tot.Cand, tot.Matched,
 				100*tot.MatchedShare(), tot.Cand-tot.Matched, 100*tot.ExtraShare(), tot.WorstIoU)
