@@ -2,6 +2,7 @@ package quantize_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -58,7 +59,9 @@ func accuracyCases() []accuracyCase {
 // INT8 copy with fp32 on frames of another: the share of fp32 detections
 // with an INT8 one of the same class at IoU >= 0.5, and the share of INT8
 // detections with no fp32 one. CI runs 60 frames; VIGIL_INT8_FRAMES=500
-// is the measurement in docs/int8/accuracy.txt.
+// is the measurement in docs/int8/accuracy.txt. VIGIL_INT8_KEEP_FLOAT
+// (default auto) and VIGIL_INT8_CALIBRATION_FRAMES set Options'
+// KeepFloat and Frames, VIGIL_INT8_CACHE a cache directory to keep.
 func TestINT8AgainstFP32(t *testing.T) {
 	initRuntime(t)
 	frames := 60
@@ -72,11 +75,17 @@ func TestINT8AgainstFP32(t *testing.T) {
 		cache = d
 	}
 	keep := os.Getenv("VIGIL_INT8_KEEP_FLOAT") // default auto
+	calFrames := 0                             // quantize.DefaultFrames
+	if v := os.Getenv("VIGIL_INT8_CALIBRATION_FRAMES"); v != "" {
+		var err error
+		calFrames, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
 	for _, tc := range accuracyCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.model(t)
 			t0 := time.Now()
-			o := quantize.Options{Model: m, Source: testenv.Media(t, tc.calibrate), CacheDir: cache, KeepFloat: keep,
+			o := quantize.Options{Model: m, Source: testenv.Media(t, tc.calibrate), Frames: calFrames, CacheDir: cache, KeepFloat: keep,
 				Progress: func(s string) { fmt.Printf("%s: %s: %s\n", tc.name, time.Since(t0).Round(time.Second), s) }}
 			r, err := quantize.Quantize(context.Background(), o)
 			require.NoError(t, err)
@@ -215,4 +224,43 @@ func TestBuiltinFrames(t *testing.T) {
 	d, err := e.Detect(imgs[1], &pipeline.StageTimes{}, nil)
 	require.NoError(t, err)
 	require.NotEmpty(t, d, "BlazeFace finds a face on the built-in faces frame")
+}
+
+// --keep-float N keeps the N blocks the sensitivity search ranks worst
+// in float, each choice is a copy of its own in the cache, and the
+// ranking is measured once for all of them.
+func TestKeepFloat(t *testing.T) {
+	initRuntime(t)
+	m := infer.BuiltinModels["blazeface"]
+	m.File = testenv.Model(t, m.File)
+	cache := t.TempDir()
+	o := quantize.Options{Model: m, Source: testenv.Media(t, "vtest.avi"), Frames: 8, CacheDir: cache, KeepFloat: "2"}
+	two, err := quantize.Quantize(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, "2", two.Record.KeepFloat)
+	require.Len(t, two.Record.Float, 2)
+	require.Greater(t, two.Record.Blocks, 2)
+
+	var s quantize.Search
+	b, err := os.ReadFile(strings.TrimSuffix(two.Path, ".onnx") + ".search.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &s))
+	require.Len(t, s.Sensitivity, two.Record.Blocks)
+	require.Equal(t, []string{s.Sensitivity[0].Block, s.Sensitivity[1].Block}, two.Record.Float, "the two worst blocks")
+	require.GreaterOrEqual(t, s.Sensitivity[0].Error, s.Sensitivity[len(s.Sensitivity)-1].Error)
+
+	o.KeepFloat = "none"
+	none, err := quantize.Quantize(context.Background(), o)
+	require.NoError(t, err)
+	require.NotEqual(t, two.Path, none.Path, "each choice has its own copy")
+	require.Empty(t, none.Record.Float)
+	require.Greater(t, none.Record.Nodes, two.Record.Nodes, "fewer nodes quantised with blocks kept float")
+	ranked, err := filepath.Glob(filepath.Join(filepath.Dir(two.Path), "*.sensitivity.json"))
+	require.NoError(t, err)
+	require.Len(t, ranked, 1, "one ranking for all choices")
+
+	for _, bad := range []string{"-1", "most", "2.5"} {
+		_, err := quantize.ParseKeepFloat(bad)
+		require.ErrorIs(t, err, quantize.ErrKeepFloat, bad)
+	}
 }
