@@ -203,7 +203,21 @@ def quantize(model, ranges, keep=None):
     graph_outputs = {o.name for o in g.output}
     inits, consumers, producer, quant, data_inputs = analyse(model, ranges)
     if keep is not None:
-        quant = [n for n in quant if n.name in keep]
+        # A same-scale op (MaxPool, Resize, ...) whose input comes from a
+        # float node stays float too: alone between float nodes it gains
+        # nothing, and ONNX Runtime runs a lone uint8 MaxPool in NCHW with
+        # a slow kernel (YOLOX-Nano's SPP: 5.2 ms against 0.15 ms float,
+        # docs/int8/profile-lone-maxpool.txt).
+        kept = set()
+        for n in quant:
+            if n.name not in keep:
+                continue
+            if n.op_type in SAME_SCALE:
+                p = producer.get(n.input[0])
+                if p is None or p.name not in kept:
+                    continue
+            kept.add(n.name)
+        quant = [n for n in quant if n.name in kept]
     qset = {id(n) for n in quant}
 
     # Same-scale ops pass their input's range on (ONNX Runtime drops their

@@ -34,10 +34,14 @@ func initRuntime(t *testing.T) {
 type accuracyCase struct {
 	name, calibrate, test string
 	model                 func(t *testing.T) infer.Model
-	// guard is a regression guard on the matched share, below the
-	// issue's 99 % goal: what the method gave when it was written
-	// (docs/int8/accuracy.txt), less a margin for the shorter CI run.
-	guard float64
+	// guardMatched and guardExtra are regression guards on the matched
+	// and extra shares (the goal is 0.99 and 0.01): what
+	// keep-float auto gave on 500 frames when it was written
+	// (docs/int8/accuracy.txt: 99.4 % matched for both, 0.1 % and 0.0 %
+	// extra), less a margin for the shorter CI run, whose 60 frames hold
+	// about 500 YOLOX-Nano detections and 60 BlazeFace ones: 2 points
+	// (10 misses) and 4 (2 or 3 misses).
+	guardMatched, guardExtra float64
 }
 
 func accuracyCases() []accuracyCase {
@@ -46,12 +50,12 @@ func accuracyCases() []accuracyCase {
 			m := infer.BuiltinModels["yolox-nano"]
 			m.File = testenv.YOLOXNano(t)
 			return m
-		}, 0.75},
+		}, 0.97, 0.02},
 		{"blazeface", "vtest.avi", "Megamind.avi", func(t *testing.T) infer.Model {
 			m := infer.BuiltinModels["blazeface"]
 			m.File = testenv.Model(t, m.File)
 			return m
-		}, 0.75},
+		}, 0.95, 0.02},
 	}
 }
 
@@ -100,11 +104,16 @@ func TestINT8AgainstFP32(t *testing.T) {
 
 			tot, n := compareClip(t, m, r.Path, testenv.Media(t, tc.test), frames)
 			fmt.Printf("%s: keep-float %s: %d of %d blocks float %v; when made: %s\n", tc.name, r.Record.KeepFloat, len(r.Record.Float), r.Record.Blocks, r.Record.Float, r.Record.Check)
-			fmt.Printf("%s: calibrated on %s (%d frames, %s, %.1f s), tested on %d frames of %s: fp32 %d detections, INT8 %d, matched (IoU >= 0.5, same class) %d = %.1f %%, INT8 without an fp32 match %d = %.1f %%, worst matched IoU %.3f\n",
-				tc.name, tc.calibrate, r.Record.Frames, r.Record.Method, took.Seconds(), n, tc.test, tot.Ref, tot.Cand, tot.Matched,
+			how := fmt.Sprintf("made in %.1f s", took.Seconds())
+			if r.Cached {
+				how = fmt.Sprintf("from the cache, made in %.1f s", r.Record.Seconds)
+			}
+			fmt.Printf("%s: calibrated on %s (%d frames, %s, %s), tested on %d frames of %s: fp32 %d detections, INT8 %d, matched (IoU >= 0.5, same class) %d = %.1f %%, INT8 without an fp32 match %d = %.1f %%, worst matched IoU %.3f\n",
+				tc.name, tc.calibrate, r.Record.Frames, r.Record.Method, how, n, tc.test, tot.Ref, tot.Cand, tot.Matched,
 				100*tot.MatchedShare(), tot.Cand-tot.Matched, 100*tot.ExtraShare(), tot.WorstIoU)
 			require.Greater(t, tot.Ref, 0, "fp32 found nothing on %s", tc.test)
-			require.GreaterOrEqual(t, tot.MatchedShare(), tc.guard, "regression guard (the goal is 0.99)")
+			require.GreaterOrEqual(t, tot.MatchedShare(), tc.guardMatched, "regression guard on the matched share (the goal is 0.99)")
+			require.LessOrEqual(t, tot.ExtraShare(), tc.guardExtra, "regression guard on the extra share (the goal is 0.01)")
 		})
 	}
 }
