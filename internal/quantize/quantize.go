@@ -22,6 +22,12 @@
 // cuts off the large values a detector's box regression and objectness
 // carry on the few cells that hold an object. The percentile keeps those
 // and drops only one value in 100,000 at each end.
+//
+// Where quantising every layer costs too much accuracy (YOLOX-Nano: its
+// SiLU pre-activations on one uint8 scale each), a sensitivity search
+// ranks the blocks (a convolution with its activation) by the output
+// error each causes alone, and keeps the worst in float (Options.KeepFloat,
+// search.go; docs/performance.md, "INT8 on the CPU").
 package quantize
 
 import (
@@ -53,8 +59,9 @@ const Percentile = 99.999
 
 // DefaultFrames is how many calibration frames Quantize decodes when
 // Options.Frames is 0: on YOLOX-Nano 100 frames matched fp32 no better
-// than 20 (docs/performance.md, "INT8 on the CPU") and took five times
-// as long.
+// than 20 and took five times as long, and with 128 the search kept 124
+// of 130 blocks float where 32 frames need 96 (docs/performance.md,
+// "INT8 on the CPU").
 const DefaultFrames = 32
 
 // ErrUndecodable is returned (wrapped) when the calibration source yields
@@ -164,9 +171,13 @@ func key(modelHash string, o Options, frames, keep int) string {
 
 // Quantize makes (or finds in the cache) the QDQ INT8 copy of o.Model
 // calibrated on o.Source, and makes it the model's current copy (Lookup).
-// infer.InitRuntime must have succeeded. Errors: ErrUndecodable for a
-// source with no frame; ErrNoPython; infer's for a model that does not
-// open; the script's for a graph it cannot quantise.
+// With o.KeepFloat auto (the default) it checks the copy against fp32
+// and, when it fails, keeps the blocks the sensitivity search ranks worst
+// in float, as few as make it pass (search.go).
+// infer.InitRuntime must have succeeded. Errors: ErrKeepFloat for a bad
+// o.KeepFloat; ErrUndecodable for a source with no frame; ErrNoPython;
+// infer's for a model that does not open; the script's for a graph it
+// cannot quantise.
 func Quantize(ctx context.Context, o Options) (Result, error) {
 	start := time.Now()
 	frames := o.Frames
