@@ -81,6 +81,10 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s: INT8 copy %s: %s (calibrated on %s, %d frames, %s; %d nodes quantised, %d kept float; %.1f s)\n",
 		m.Name, how, r.Path, rec.Source, rec.Frames, rec.Method, rec.Nodes, rec.FloatNodes, rec.Seconds)
 	fmt.Fprintf(stdout, "%s: keep-float %s: %d of %d blocks float; against fp32 on %s\n", m.Name, rec.KeepFloat, len(rec.Float), rec.Blocks, rec.Check)
+	if rec.Blocks > 0 && len(rec.Float) == rec.Blocks {
+		fmt.Fprintf(stdout, "every block is float: this copy is fp32 in effect, and infer.precision: int8 gains nothing from it\n")
+		return nil
+	}
 	if rec.Check.Startup != "" {
 		fmt.Fprintf(stdout, "infer.precision: int8 will run this model in fp32: the copy fails the start-up check (try --keep-float auto or a larger number)\n")
 		return nil
