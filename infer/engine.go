@@ -326,6 +326,16 @@ func (e *Engine) Raw(in []float32) ([][]float32, error) {
 	return e.outData, nil
 }
 
+// Decode turns outputs as Raw returns them, for a srcW×srcH frame, into
+// detections appended to dst, as Detect would (slot 0 of a batch model).
+// With InputTensor and Raw it replays stored preprocessed frames through
+// other copies of a model (the INT8 search in internal/quantize).
+func (e *Engine) Decode(outs [][]float32, srcW, srcH int, dst []pipeline.Detection) []pipeline.Detection {
+	item := make([][]float32, len(outs))
+	ItemOutputs(item, outs, e.bind.Batch, 0)
+	return e.adapter.Decode(item, e.bind.Letterbox(srcW, srcH), dst)
+}
+
 // InputTensor returns a copy of the input tensor's current contents, e.g.
 // a real preprocessed frame after Detect, for replay through Raw.
 func (e *Engine) InputTensor() []float32 {

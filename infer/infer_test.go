@@ -384,3 +384,20 @@ func TestInspect(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Decode of Raw's outputs for a stored input tensor gives what Detect
+// gave for the frame (the INT8 search in internal/quantize replays
+// frames so).
+func TestDecodeReplaysDetect(t *testing.T) {
+	shared := testenv.Shared(t, "models/yolox_nano.onnx")
+	e := openEngine(t, "yolox", shared, "", 0)
+	imgs := distinctFrames(t, testenv.Media(t, "vtest.avi"), 2, 90)
+	for _, img := range imgs {
+		want, err := e.Detect(img, &pipeline.StageTimes{}, nil)
+		require.NoError(t, err)
+		require.NotEmpty(t, want)
+		outs, err := e.Raw(e.InputTensor())
+		require.NoError(t, err)
+		require.Equal(t, want, e.Decode(outs, img.Width(), img.Height(), nil))
+	}
+}

@@ -116,6 +116,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"--analytics /nonexistent/a.yaml: no such file or directory"}},
 		{"calibration clip that does not decode", []string{"model", "quantize", "--model", front, "--calibrate", notVideo},
 			[]string{"--calibrate " + notVideo, "cannot decode a video frame from it"}},
+		{"quantize keep-float value", []string{"model", "quantize", "--model", front, "--calibrate", megamind, "--keep-float", "most"},
+			[]string{"--keep-float", "auto, none or a number", `"most"`}},
 		{"int8 on a GPU provider", []string{"check-config", writeConfig(t, "infer: {precision: int8, provider: cuda}\n")},
 			[]string{"infer.precision", "int8 runs on the CPU engine"}},
 		{"bench --streams on a file that is not video", []string{"bench", "--streams", "--ceiling", "0", "--source", notVideo},

@@ -16,7 +16,7 @@ import (
 
 // cmdModel is vigil model: tools on model files (quantize).
 func cmdModel(args []string, stdout, stderr io.Writer) error {
-	const usage = "Usage: vigil model quantize --model NAME|PATH --calibrate SOURCE [--frames N] [--skip N] [--config FILE]\n" +
+	const usage = "Usage: vigil model quantize --model NAME|PATH --calibrate SOURCE [--frames N] [--skip N] [--keep-float auto|none|N] [--config FILE]\n" +
 		"Run 'vigil model quantize --help' for its flags.\n"
 	switch {
 	case len(args) == 0:
@@ -35,11 +35,13 @@ func cmdModel(args []string, stdout, stderr io.Writer) error {
 // cmdQuantize is vigil model quantize: the model's calibrated QDQ INT8
 // copy in the cache, for infer.precision: int8.
 func cmdQuantize(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("model quantize", "model quantize --model NAME|PATH --calibrate SOURCE [--frames N] [--skip N] [--config FILE]", stderr)
+	fs := newFlags("model quantize", "model quantize --model NAME|PATH --calibrate SOURCE [--frames N] [--skip N] [--keep-float auto|none|N] [--config FILE]", stderr)
 	model := fs.String("model", "", "model name (blazeface, blazeface-back, yolox-nano, or one from --config) or an .onnx path (fp32)")
 	src := fs.String("calibrate", "", "calibration clip: a file or URL whose frames look like what the model will see")
 	frames := fs.Int("frames", quantize.DefaultFrames, "frames of the clip to calibrate on")
 	skip := fs.Int("skip", 0, "frames of the clip to pass over first (calibrate on another segment than you test on)")
+	keep := fs.String("keep-float", quantize.KeepFloatAuto, "blocks (a convolution with its activation) left in float, worst first by a sensitivity search: "+
+		"auto (quantise all; if the copy fails the check against fp32, as few as make it pass), none, or a number")
 	cfgPath := fs.String("config", "", "optional config file for models and infer settings")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -50,6 +52,9 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	if *frames < 1 || *frames > 10000 || *skip < 0 {
 		return &cli.BadInputError{Err: fmt.Errorf("--frames %d, --skip %d: want 1 to 10000 frames and a skip of 0 or more", *frames, *skip)}
+	}
+	if _, err := quantize.ParseKeepFloat(*keep); err != nil {
+		return &cli.BadInputError{Err: fmt.Errorf("--%w", err)}
 	}
 	c, _, ctx, stop, err := toolSetup(*cfgPath, stderr)
 	if err != nil {
@@ -68,7 +73,7 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	decode.SetLogger(nil)
 	r, err := quantize.Quantize(ctx, quantize.Options{Model: m, Source: *src, Skip: *skip, Frames: *frames, CacheDir: assets.CacheDir(),
-		Threads: c.Infer.IntraOpThreads})
+		Threads: c.Infer.IntraOpThreads, KeepFloat: *keep, Progress: func(l string) { fmt.Fprintf(stderr, "%s: %s\n", m.Name, l) }})
 	switch {
 	case errors.Is(err, quantize.ErrUndecodable):
 		return &cli.BadInputError{Err: fmt.Errorf("--calibrate %s", cli.OneLine(err.Error()))}
@@ -84,6 +89,15 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	rec := r.Record
 	fmt.Fprintf(stdout, "%s: INT8 copy %s: %s (calibrated on %s, %d frames, %s; %d nodes quantised, %d kept float; %.1f s)\n",
 		m.Name, how, r.Path, rec.Source, rec.Frames, rec.Method, rec.Nodes, rec.FloatNodes, rec.Seconds)
+	fmt.Fprintf(stdout, "%s: keep-float %s: %d of %d blocks float; against fp32 on %s\n", m.Name, rec.KeepFloat, len(rec.Float), rec.Blocks, rec.Check)
+	if rec.Blocks > 0 && len(rec.Float) == rec.Blocks {
+		fmt.Fprintf(stdout, "every block is float: this copy is fp32 in effect, and infer.precision: int8 gains nothing from it\n")
+		return nil
+	}
+	if rec.Check.Startup != "" {
+		fmt.Fprintf(stdout, "infer.precision: int8 will run this model in fp32: the copy fails the start-up check (try --keep-float auto or a larger number)\n")
+		return nil
+	}
 	fmt.Fprintf(stdout, "run it with infer.precision: int8 (the CPU engine checks it against fp32 at start)\n")
 	return nil
 }

@@ -62,7 +62,8 @@ func INT8(ctx context.Context, c config.Config, o EngineOptions, models []string
 		if err != nil {
 			return res, cli.BadInput(fmt.Errorf("model %s has no INT8 copy: make one with `vigil model quantize --model %s --calibrate CLIP`, or give --calibrate", m.Name, ref))
 		}
-		fmt.Fprintf(out, "\n%s: INT8 copy %s (calibrated on %s, %d frames, %s)\n", m.Name, path, rec.Source, rec.Frames, rec.Method)
+		fmt.Fprintf(out, "\n%s: INT8 copy %s (calibrated on %s, %d frames, %s; keep-float %s: %d of %d blocks float)\n",
+			m.Name, path, rec.Source, rec.Frames, rec.Method, rec.KeepFloat, len(rec.Float), rec.Blocks)
 		r := INT8Result{Model: m.Name}
 		oo := o
 		oo.Model = ref

@@ -348,7 +348,9 @@ type Infer struct {
 	// docs/performance.md "Detector throughput"). The CPU engine runs
 	// fp32, or with int8 the model's calibrated INT8 copy (static QDQ,
 	// made by `vigil model quantize --model NAME --calibrate CLIP` into the
-	// cache directory), after checking at start that its detections on two
+	// cache directory; by default the blocks whose quantisation costs the
+	// most stay float, as few as make it agree with fp32: --keep-float),
+	// after checking at start that its detections on two
 	// built-in frames agree with fp32's (the same count, each pair IoU ≥
 	// 0.9); without a copy, or when they disagree, it runs fp32 with one
 	// log line saying why. int8 takes the CPU engine: infer.provider must

@@ -105,6 +105,6 @@ func Open(o infer.Options, fp32 *infer.Engine, cacheDir, modelRef string) (eng *
 		return fp32, "int8: the INT8 copy disagrees with fp32 (" + why + "), running fp32", nil
 	}
 	fp32.Close()
-	return q, fmt.Sprintf("int8 (QDQ copy %s calibrated on %s, %d frames, %s; agrees with fp32 on the built-in frames, %d detections)",
-		path, rec.Source, rec.Frames, rec.Method, n), nil
+	return q, fmt.Sprintf("int8 (QDQ copy %s calibrated on %s, %d frames, %s, keep-float %s: %d of %d blocks float; agrees with fp32 on the built-in frames, %d detections)",
+		path, rec.Source, rec.Frames, rec.Method, rec.KeepFloat, len(rec.Float), rec.Blocks, n), nil
 }

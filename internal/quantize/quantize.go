@@ -22,6 +22,12 @@
 // cuts off the large values a detector's box regression and objectness
 // carry on the few cells that hold an object. The percentile keeps those
 // and drops only one value in 100,000 at each end.
+//
+// Where quantising every layer costs too much accuracy (YOLOX-Nano: its
+// SiLU pre-activations on one uint8 scale each), a sensitivity search
+// ranks the blocks (a convolution with its activation) by the output
+// error each causes alone, and keeps the worst in float (Options.KeepFloat,
+// search.go; docs/performance.md, "INT8 on the CPU").
 package quantize
 
 import (
@@ -53,8 +59,9 @@ const Percentile = 99.999
 
 // DefaultFrames is how many calibration frames Quantize decodes when
 // Options.Frames is 0: on YOLOX-Nano 100 frames matched fp32 no better
-// than 20 (docs/performance.md, "INT8 on the CPU") and took five times
-// as long.
+// than 20 and took five times as long, and with 128 the search kept 124
+// of 130 blocks float where 32 frames need 96 (docs/performance.md,
+// "INT8 on the CPU").
 const DefaultFrames = 32
 
 // ErrUndecodable is returned (wrapped) when the calibration source yields
@@ -76,6 +83,12 @@ type Options struct {
 	CacheDir string
 	// Threads is ONNX Runtime's intra-op thread count (0: ORT chooses).
 	Threads int
+	// KeepFloat is how many blocks (a convolution with its activation,
+	// or another quantised node) stay float: "auto" (or ""), "none" or a
+	// number, taken worst first by the sensitivity search (search.go).
+	KeepFloat string
+	// Progress, when set, gets a line at each step of the search.
+	Progress func(string)
 }
 
 // Result says what Quantize made.
@@ -104,6 +117,13 @@ type Record struct {
 	FloatNodes int       `json:"float_nodes"`
 	Pairs      int       `json:"qdq_pairs"`
 	Weights    int       `json:"weights"`
+	// KeepFloat is Options.KeepFloat ("auto", "none" or a number), Float
+	// the blocks it kept float and Blocks how many the model has.
+	KeepFloat string   `json:"keep_float"`
+	Float     []string `json:"float_blocks"`
+	Blocks    int      `json:"blocks"`
+	// Check is how the copy compared with fp32 when it was made.
+	Check CheckResult `json:"check"`
 }
 
 // Dir is where copies of the model with this hash live.
@@ -139,30 +159,45 @@ func sourceID(src string) string {
 
 // key is the cache key of a copy: the model, its preprocessing, the
 // calibration input and method, and the script.
-func key(modelHash string, o Options, frames int) string {
+// keep is ParseKeepFloat's (-2 for what all choices share: the
+// sensitivity ranking).
+func key(modelHash string, o Options, frames, keep int) string {
 	spec, _ := json.Marshal(o.Model.Spec)
 	h := sha256.Sum256([]byte(strings.Join([]string{modelHash, string(spec), sourceID(o.Source),
-		fmt.Sprint(o.Skip), fmt.Sprint(frames), fmt.Sprint(Percentile), scriptHash()}, "\n")))
+		fmt.Sprint(o.Skip), fmt.Sprint(frames), fmt.Sprint(Percentile), scriptHash(),
+		fmt.Sprint("keep-float ", keep, RankFrames, CheckFrames, CheckMatched, CheckExtra, CheckIoU)}, "\n")))
 	return hex.EncodeToString(h[:8])
 }
 
 // Quantize makes (or finds in the cache) the QDQ INT8 copy of o.Model
 // calibrated on o.Source, and makes it the model's current copy (Lookup).
-// infer.InitRuntime must have succeeded. Errors: ErrUndecodable for a
-// source with no frame; ErrNoPython; infer's for a model that does not
-// open; the script's for a graph it cannot quantise.
+// With o.KeepFloat auto (the default) it checks the copy against fp32
+// and, when it fails, keeps the blocks the sensitivity search ranks worst
+// in float, as few as make it pass (search.go).
+// infer.InitRuntime must have succeeded. Errors: ErrKeepFloat for a bad
+// o.KeepFloat; ErrUndecodable for a source with no frame; ErrNoPython;
+// infer's for a model that does not open; the script's for a graph it
+// cannot quantise.
 func Quantize(ctx context.Context, o Options) (Result, error) {
 	start := time.Now()
 	frames := o.Frames
 	if frames <= 0 {
 		frames = DefaultFrames
 	}
+	keep, err := ParseKeepFloat(o.KeepFloat)
+	if err != nil {
+		return Result{}, err
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
 	mh, err := FileHash(o.Model.File)
 	if err != nil {
 		return Result{}, fmt.Errorf("model %s: %w", o.Model.File, err)
 	}
 	dir := Dir(o.CacheDir, mh)
-	k := key(mh, o, frames)
+	k := key(mh, o, frames, keep)
 	path := filepath.Join(dir, k+".onnx")
 	if rec, err := readRecord(filepath.Join(dir, k+".json")); err == nil {
 		if _, err := os.Stat(path); err == nil {
@@ -180,31 +215,49 @@ func Quantize(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer os.RemoveAll(tmp)
-	ranges, used, err := calibrate(ctx, o, frames, tmp)
+	ranges, samples, used, err := calibrate(ctx, o, frames, tmp)
 	if err != nil {
 		return Result{}, err
 	}
+	progress(fmt.Sprintf("calibrated on %d frames (%.1f s)", used, time.Since(start).Seconds()))
 	rp := filepath.Join(dir, k+".ranges.json")
 	b, _ := json.Marshal(ranges)
 	if err := os.WriteFile(rp, b, 0o644); err != nil {
 		return Result{}, err
 	}
-	var st struct {
-		Nodes      int `json:"quantized_nodes"`
-		FloatNodes int `json:"float_nodes"`
-		Pairs      int `json:"qdq_pairs"`
-		Weights    int `json:"weights"`
+	var bl struct {
+		Blocks []Block `json:"blocks"`
 	}
+	if err := runScript(ctx, &bl, "blocks", o.Model.File, rp); err != nil {
+		return Result{}, err
+	}
+	// The check frames are those after the calibration frames; a clip
+	// with none left is checked on its calibration frames.
+	rank, check := samples[:min(RankFrames, used)], samples[used:]
+	if len(check) == 0 {
+		check = samples
+	}
+	s, err := newSearcher(o, rp, tmp, filepath.Join(dir, key(mh, o, frames, -2)+".sensitivity.json"), rank, check)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close()
 	out := filepath.Join(tmp, "model.onnx")
-	if err := runScript(ctx, &st, "qdq", o.Model.File, rp, out); err != nil {
+	sr, st, err := s.search(ctx, keep, bl.Blocks, out, progress)
+	if err != nil {
 		return Result{}, err
 	}
 	if err := os.Rename(out, path); err != nil {
 		return Result{}, err
 	}
+	b, _ = json.MarshalIndent(sr, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, k+".search.json"), b, 0o644); err != nil {
+		return Result{}, err
+	}
 	rec := Record{Model: o.Model.File, ModelHash: mh, File: filepath.Base(path), Source: decode.RedactURL(o.Source), Skip: o.Skip,
 		Frames: used, Method: fmt.Sprintf("percentile %g", Percentile), Seconds: time.Since(start).Seconds(), Made: time.Now().UTC(),
-		Nodes: st.Nodes, FloatNodes: st.FloatNodes, Pairs: st.Pairs, Weights: st.Weights}
+		Nodes: st.Nodes, FloatNodes: st.FloatNodes, Pairs: st.Pairs, Weights: st.Weights,
+		KeepFloat: sr.Mode, Float: sr.Float, Blocks: len(sr.Blocks), Check: sr.Check}
 	if err := writeRecord(filepath.Join(dir, k+".json"), rec); err != nil {
 		return Result{}, err
 	}
@@ -258,42 +311,49 @@ func writeRecord(path string, r Record) error {
 }
 
 // calibrate runs the fp32 model with its activations exposed on the
-// source's frames and returns each activation's percentile range, and the
-// frames used.
-func calibrate(ctx context.Context, o Options, frames int, tmp string) (map[string][2]float32, int, error) {
+// source's frames and returns each activation's percentile range, the
+// preprocessed frames (the calibration frames, then up to CheckFrames
+// more) and the number of calibration frames used.
+func calibrate(ctx context.Context, o Options, frames int, tmp string) (map[string][2]float32, []sample, int, error) {
 	sc := decode.NewScaler()
 	defer sc.Close()
 	eng, err := infer.Open(infer.Options{Name: o.Model.Name, Path: o.Model.File, Spec: o.Model.Spec, Resizer: sc, IntraOpThreads: o.Threads})
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer eng.Close()
 	b := eng.Binding()
 	if b.Batch != 1 || b.InType != "float32" {
-		return nil, 0, fmt.Errorf("model %s: calibration takes a batch-1 model with a float32 input (this one: batch %d, %s): quantise the batch-1 fp32 model", o.Model.File, b.Batch, b.InType)
+		return nil, nil, 0, fmt.Errorf("model %s: calibration takes a batch-1 model with a float32 input (this one: batch %d, %s): quantise the batch-1 fp32 model", o.Model.File, b.Batch, b.InType)
 	}
 	exposed := filepath.Join(tmp, "exposed.onnx")
 	var ex struct {
 		Added []string `json:"added"`
 	}
 	if err := runScript(ctx, &ex, "expose", o.Model.File, exposed); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	c, err := newCollector(exposed, b, ex.Added, o.Threads)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer c.close()
-	used, err := eachFrame(ctx, o.Source, o.Skip, frames, func(img pipeline.Image) error {
+	var samples []sample
+	n, err := eachFrame(ctx, o.Source, o.Skip, frames+CheckFrames, func(img pipeline.Image) error {
 		if _, err := eng.Detect(img, &pipeline.StageTimes{}, nil); err != nil {
 			return err
 		}
-		return c.run(eng.InputTensor())
+		in := eng.InputTensor()
+		samples = append(samples, sample{in: in, w: img.Width(), h: img.Height()})
+		if len(samples) > frames {
+			return nil // a check frame
+		}
+		return c.run(in)
 	})
 	if err != nil {
-		return nil, used, err
+		return nil, nil, n, err
 	}
-	return c.ranges(), used, nil
+	return c.ranges(), samples, min(n, frames), nil
 }
 
 // eachFrame decodes src and calls fn on frames skip+1 .. skip+n (fewer

@@ -28,7 +28,19 @@ vigil itself, which runs the fp32 model through ONNX Runtime on real frames.
       scores) stay float: one uint8 scale for box offsets and 0..1 scores
       together would cost the scores their precision. Graph outputs are
       never quantised. Prints one JSON object: counts of what was done.
+  quantize_model.py blocks MODEL RANGES.json
+      The blocks qdq would quantise, in graph order: a Conv (or MatMul,
+      Gemm) with the SiLU after it (Sigmoid and Mul of the Conv's output)
+      and a Relu after it is one block, named after the Conv; any other
+      quantised node is a block of its own. Prints {"blocks": [{"id",
+      "op", "nodes"}]}.
+  quantize_model.py variants MODEL RANGES.json SPEC.json
+      Writes several QDQ copies in one run. SPEC is a list of {"out":
+      path, "float": [block ids]} (those blocks stay float, the rest as
+      qdq) or {"out": path, "only": [block ids]} (only those blocks are
+      quantised). Prints {"variants": [counts, ...]}.
 """
+import copy
 import json
 import sys
 
@@ -106,6 +118,13 @@ def act_params(lo, hi):
 def qdq(src, ranges_path, dst):
     model = to_opset13(onnx.load(src))
     ranges = json.load(open(ranges_path))
+    stats = quantize(model, ranges)
+    onnx.save(model, dst)
+    print(json.dumps(stats))
+
+
+def analyse(model, ranges):
+    """The graph's consumers and producers, and the nodes qdq quantises."""
     g = model.graph
     inits = {t.name: t for t in g.initializer}
     consumers, producer = {}, {}
@@ -149,6 +168,56 @@ def qdq(src, ranges_path, dst):
         return all(o in ranges for o in n.output if o)
 
     quant = [n for n in g.node if quantizable(n)]
+    return inits, consumers, producer, quant, data_inputs
+
+
+def blocks_of(model, ranges):
+    """The quantised nodes grouped into blocks (see the module's doc)."""
+    _, consumers, _, quant, _ = analyse(model, ranges)
+    qnames = {n.name for n in quant}
+    taken, out = set(), []
+    for n in quant:
+        if n.name in taken:
+            continue
+        nodes, op = [n.name], n.op_type
+        if n.op_type in WEIGHTED:
+            cs = consumers.get(n.output[0], [])
+            sig = [c for c in cs if c.op_type == "Sigmoid" and c.name in qnames]
+            mul = [c for c in cs if c.op_type == "Mul" and c.name in qnames]
+            relu = [c for c in cs if c.op_type == "Relu" and c.name in qnames]
+            if len(sig) == 1 and len(mul) == 1 and sig[0].output[0] in mul[0].input and len(cs) == 2:
+                nodes += [sig[0].name, mul[0].name]
+                op += "+SiLU"
+            elif len(relu) == 1 and len(cs) == 1:
+                nodes.append(relu[0].name)
+                op += "+Relu"
+        taken.update(nodes)
+        out.append({"id": n.name, "op": op, "nodes": nodes})
+    return out
+
+
+def quantize(model, ranges, keep=None):
+    """Edits model in place into QDQ; keep, when given, is the set of node
+    names that may be quantised (the others stay float). Returns counts."""
+    g = model.graph
+    graph_outputs = {o.name for o in g.output}
+    inits, consumers, producer, quant, data_inputs = analyse(model, ranges)
+    if keep is not None:
+        # A same-scale op (MaxPool, Resize, ...) whose input comes from a
+        # float node stays float too: alone between float nodes it gains
+        # nothing, and ONNX Runtime runs a lone uint8 MaxPool in NCHW with
+        # a slow kernel (YOLOX-Nano's SPP: 5.2 ms against 0.15 ms float,
+        # docs/int8/profile-lone-maxpool.txt).
+        kept = set()
+        for n in quant:
+            if n.name not in keep:
+                continue
+            if n.op_type in SAME_SCALE:
+                p = producer.get(n.input[0])
+                if p is None or p.name not in kept:
+                    continue
+            kept.add(n.name)
+        quant = [n for n in quant if n.name in kept]
     qset = {id(n) for n in quant}
 
     # Same-scale ops pass their input's range on (ONNX Runtime drops their
@@ -262,8 +331,30 @@ def qdq(src, ranges_path, dst):
     del g.initializer[:]
     g.initializer.extend(keep + added_inits)
     onnx.checker.check_model(model)
-    onnx.save(model, dst)
-    print(json.dumps(stats))
+    return stats
+
+
+def blocks(src, ranges_path):
+    model = to_opset13(onnx.load(src))
+    print(json.dumps({"blocks": blocks_of(model, json.load(open(ranges_path)))}))
+
+
+def variants(src, ranges_path, spec_path):
+    base = to_opset13(onnx.load(src))
+    ranges = json.load(open(ranges_path))
+    bl = {b["id"]: b["nodes"] for b in blocks_of(base, ranges)}
+    every = {x for ns in bl.values() for x in ns}
+    out = []
+    for v in json.load(open(spec_path)):
+        if "only" in v:
+            keep = {x for b in v["only"] for x in bl[b]}
+        else:
+            keep = every - {x for b in v.get("float", []) for x in bl[b]}
+        m = copy.deepcopy(base)
+        st = quantize(m, dict(ranges), keep)
+        onnx.save(m, v["out"])
+        out.append(st)
+    print(json.dumps({"variants": out}))
 
 
 def main(argv):
@@ -271,6 +362,10 @@ def main(argv):
         expose(argv[1], argv[2])
     elif len(argv) == 4 and argv[0] == "qdq":
         qdq(argv[1], argv[2], argv[3])
+    elif len(argv) == 3 and argv[0] == "blocks":
+        blocks(argv[1], argv[2])
+    elif len(argv) == 4 and argv[0] == "variants":
+        variants(argv[1], argv[2], argv[3])
     else:
         raise SystemExit(__doc__)
 
