@@ -1,6 +1,7 @@
 package quantize
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -299,15 +300,8 @@ func (s *searcher) sensitivity(ctx context.Context, blocks []Block) ([]Sensitivi
 			res = append(res, Sensitivity{Block: b.ID, Op: b.Op, Error: e})
 		}
 	}
-	slices.SortStableFunc(res, func(a, b Sensitivity) int {
-		switch {
-		case a.Error > b.Error:
-			return -1
-		case a.Error < b.Error:
-			return 1
-		}
-		return 0
-	})
+	// Worst (largest error) first.
+	slices.SortStableFunc(res, func(a, b Sensitivity) int { return cmp.Compare(b.Error, a.Error) })
 	b, _ := json.Marshal(res)
 	return res, os.WriteFile(s.cache, b, 0o644)
 }
