@@ -415,6 +415,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		testenv.Eventually(t, func() bool { return pg.text(t, `p.why`) == "stream not found" }, 10*time.Second, 50*time.Millisecond, "stream not found")
 		require.False(t, pg.visible(t, "#draw-zone"), "no zone editor")
 		require.False(t, pg.visible(t, ".stream-page .live"), "no live view")
+		require.False(t, pg.visible(t, `a[href="#/edit/nope"]`), "no edit link")
+		// Nor does its edit form offer to save or remove it.
+		pg.run(t, "missing stream's form", chromedp.Navigate(base+"/#/edit/nope"), chromedp.WaitVisible(chromedp.CSS(`#form-error`)))
+		require.Contains(t, pg.text(t, `#form-error`), "not found")
+		require.False(t, pg.visible(t, "#stream-save"), "no save button")
+		require.False(t, pg.visible(t, "#stream-remove"), "no remove button")
 	})
 
 	t.Run("health", func(t *testing.T) {

@@ -50,6 +50,13 @@ export class StreamForm {
 
   async load() {
     const r = await api('GET', streamPath(this.id));
+    if (r.status === 404) {
+      // Nothing to edit or remove: the form goes, the message stays.
+      this.general.textContent = `stream ${this.id} not found`;
+      this.general.hidden = false;
+      this.form.replaceChildren(this.general);
+      return;
+    }
     if (!r.ok) return this.showError(r);
     for (const [name, input] of Object.entries(this.inputs)) {
       const v = r.data[name];

@@ -58,11 +58,12 @@ export class StreamPage {
   constructor(root, id) {
     this.id = id;
     this.live = new LiveView(id, { fps: 10 });
-    this.f = { state: h('span.state'), why: h('p.why'), numbers: h('p.numbers'), bar: h('div.latency'), counts: h('div'), events: h('ul.events') };
+    this.f = { state: h('span.state'), why: h('p.why'), numbers: h('p.numbers'), bar: h('div.latency'), counts: h('div'), events: h('ul.events'),
+      edit: h('a.small#edit-stream', { href: `#/edit/${encodeURIComponent(id)}`, hidden: true }, 'edit stream') };
     this.editor = new Editor(this, this.live);
     this.editor.el.hidden = true; // until the stream is known to exist
     root.replaceChildren(
-      h('h1', {}, id, ' ', this.f.state, ' ', h('a.small', { href: `#/edit/${encodeURIComponent(id)}` }, 'edit stream')),
+      h('h1', {}, id, ' ', this.f.state, ' ', this.f.edit),
       this.f.why,
       h('div.stream-page', {},
         h('section.big', {}, this.live.el, this.f.numbers, this.editor.el),
@@ -105,6 +106,7 @@ export class StreamPage {
     this.live.el.hidden = false;
     this.live.setRunning(!!st && st.state === 'running');
     this.editor.el.hidden = false;
+    this.f.edit.hidden = false;
     this.f.state.textContent = st ? st.state : 'unplaced';
     this.f.state.className = `state ${st ? st.state : 'unplaced'}`;
     const why = downReason(st);
@@ -118,7 +120,7 @@ export class StreamPage {
     this.editor.showList(stream.analytics);
   }
 
-  /** A stream the API does not answer: a 404 is "stream not found", with no live view or editor. */
+  /** A stream the API does not answer: a 404 is "stream not found", with no live view, editor or edit link. */
   showMissing(r) {
     this.f.why.textContent = r.status === 404 ? 'stream not found' : (r.data && r.data.error) || `HTTP ${r.status}`;
     this.f.why.hidden = false;
@@ -128,6 +130,7 @@ export class StreamPage {
     this.live.el.hidden = true;
     this.editor.cancel();
     this.editor.el.hidden = true;
+    this.f.edit.hidden = true;
   }
 
   close() {
