@@ -362,8 +362,12 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The classes of streams' analytics are the models' own, which only
-	// the model files say; so are a degrade_to model's loading and batch.
+	// The models the streams run must load as vigil run loads them; the
+	// classes of streams' analytics are the models' own, which only the
+	// model files say; so are a degrade_to model's loading and batch.
+	if err := engines.CheckModels(&c); err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
 	if err := engines.CheckClasses(&c); err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}

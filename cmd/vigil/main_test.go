@@ -118,6 +118,12 @@ func TestBadInput(t *testing.T) {
 			[]string{"--calibrate " + notVideo, "cannot decode a video frame from it"}},
 		{"quantize keep-float value", []string{"model", "quantize", "--model", front, "--calibrate", megamind, "--keep-float", "most"},
 			[]string{"--keep-float", "auto, none or a number", `"most"`}},
+		{"check-config: a model file that is not ONNX", []string{"check-config", writeConfig(t, "models: [{name: bad, path: "+notVideo+"}]\n"+
+			"streams:\n  - {id: a, url: "+megamind+", model: bad}\n")},
+			[]string{"streams[0].model", "ONNX Runtime cannot read it as an ONNX model"}},
+		{"check-config: a model file that is not there", []string{"check-config", writeConfig(t, "streams:\n  - {id: a, url: "+megamind+
+			", model: /nonexistent/m.onnx}\n")},
+			[]string{"streams[0].model", "/nonexistent/m.onnx", "does not exist"}},
 		{"int8 on a GPU provider", []string{"check-config", writeConfig(t, "infer: {precision: int8, provider: cuda}\n")},
 			[]string{"infer.precision", "int8 runs on the CPU engine"}},
 		{"bench --streams on a file that is not video", []string{"bench", "--streams", "--ceiling", "0", "--source", notVideo},

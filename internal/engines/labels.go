@@ -66,6 +66,26 @@ func shapeOf(c *config.Config, ref string) (infer.Shape, error) {
 	return s, nil
 }
 
+// CheckModels reads the signature (Labels's infer.Inspect, no session) of
+// the model each of the config's streams runs (its model, or
+// pipeline.default_model), as vigil run does when it opens them, so that
+// check-config refuses what run would: a file that is missing, is not an
+// ONNX model, or fits no format. It returns every problem as one
+// *cli.BadInputError naming each stream's field ("streams[0].model:
+// ..."), or nil. Each file is read once (Labels's cache).
+func CheckModels(c *config.Config) error {
+	var p []string
+	for i, s := range c.Streams {
+		if _, err := shapeOf(c, c.Spec(s).Model); err != nil {
+			p = append(p, fmt.Sprintf("streams[%d].model: %s", i, cli.OneLine(err.Error())))
+		}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return cli.BadInput(errors.New(strings.Join(p, "; ")))
+}
+
 // CheckClasses checks the classes that the analytics of each of the
 // config's streams name against the class names of the stream's model
 // (Labels, registry.Spec.CheckClasses): config.Parse cannot, since it does
