@@ -158,6 +158,9 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 //
 // A stream that skipped frames by policy in the interval (fps_limit,
 // degraded rate, connect catch-up) ends its line with "skipped N": those are not lost.
+// A stream that published nothing in the interval (down, reconnecting,
+// or not started) has no latency to show: its p50 and p99 read "–", not a
+// 0.0 ms that would look healthy.
 func WriteProgress(w io.Writer, snaps []StreamSnapshot, held string) {
 	for _, s := range snaps {
 		out := ""
@@ -168,8 +171,12 @@ func WriteProgress(w io.Writer, snaps []StreamSnapshot, held string) {
 			}
 			out += ")"
 		}
-		fmt.Fprintf(w, "%-16s in %5.1f fps  out %5.1f fps%s  p50 %6.1f ms  p99 %6.1f ms  %5.1f det/s  dropped %d",
-			s.ID, s.FPSIn, s.FPSOut, out, ms(s.P50), ms(s.P99), s.DetsPerSec, s.Dropped)
+		p50, p99 := fmt.Sprintf("%6.1f", ms(s.P50)), fmt.Sprintf("%6.1f", ms(s.P99))
+		if s.Out == 0 {
+			p50, p99 = "     –", "     –"
+		}
+		fmt.Fprintf(w, "%-16s in %5.1f fps  out %5.1f fps%s  p50 %s ms  p99 %s ms  %5.1f det/s  dropped %d",
+			s.ID, s.FPSIn, s.FPSOut, out, p50, p99, s.DetsPerSec, s.Dropped)
 		if s.Skipped > 0 {
 			fmt.Fprintf(w, "  skipped %d", s.Skipped)
 		}
