@@ -114,6 +114,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if f.streams && (f.gpu || f.sweep) {
 		return &cli.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
 	}
+	if src := f.engine.Source; src != "" && !strings.Contains(src, "://") {
+		// A local file that is not there is bad input now, not an error
+		// after the header and the engine's start (a URL is opened later).
+		if _, err := os.Stat(src); err != nil {
+			return &cli.BadInputError{Err: fmt.Errorf("--source: %w", err)}
+		}
+	}
 	if f.cpuProfile != "" {
 		stopProfile, err := startCPUProfile(f.cpuProfile, stderr)
 		if err != nil {

@@ -128,6 +128,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"infer.precision", "int8 runs on the CPU engine"}},
 		{"bench --streams on a file that is not video", []string{"bench", "--streams", "--ceiling", "0", "--source", notVideo},
 			[]string{"--source: not a video vigil can decode", notVideo}},
+		{"bench on a file that is not there", []string{"bench", "--source", "/nonexistent/clip.mp4"},
+			[]string{"--source: stat /nonexistent/clip.mp4: no such file or directory"}},
 		{"bench --gpu precision", []string{"bench", "--gpu", "--precisions", "fp32,int4"}, []string{`--precisions "fp32,int4"`, "fp32, tf32 or fp16"}},
 		{"bench --gpu instances", []string{"bench", "--gpu", "--instances", "1,17"}, []string{`--instances "1,17"`, "1 to 16"}},
 		{"bench --gpu nhwc", []string{"bench", "--gpu", "--nhwc", "maybe"}, []string{`--nhwc "maybe"`}},
