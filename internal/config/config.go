@@ -379,9 +379,10 @@ type Infer struct {
 	// ONNX Runtime's own default) or default. vigil's default is
 	// heuristic: on the H200 with the GPU defaults (fp16, two instances)
 	// YOLOX-Nano's engine ceiling was 7,509.5 fps with it against 6,976.3
-	// with exhaustive in the same run, end to end 192 direct-NVDEC
-	// streams kept P99 under 100 ms in four runs of five with it and not
-	// with exhaustive, and exhaustive spent about 90 s of CPU at start
+	// with exhaustive in the same run; end to end, 192 direct-NVDEC
+	// streams kept P99 under 100 ms with it in four runs (four builds)
+	// and not with exhaustive (one run; one heuristic run at 160 failed
+	// too); exhaustive also spent about 90 s of CPU at start
 	// (docs/performance.md, "Hybrid decoding at 176 streams").
 	CuDNNConvAlgoSearch string `yaml:"cudnn_conv_algo_search"`
 	// Slots is the GPU engine's pinned staging slots per instance (2:
