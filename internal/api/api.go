@@ -138,6 +138,35 @@ var Routes = []Route{
 	{"GET", "/v1/streams/{id}/analytics", (*Server).analytics},
 }
 
+// allowed returns the methods of the Routes whose path pattern matches
+// path (a {name} segment matches any one non-empty segment), in Routes'
+// order; none for a path no route has.
+func allowed(path string) []string {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var out []string
+	for _, r := range Routes {
+		pat := strings.Split(strings.Trim(r.Path, "/"), "/")
+		if len(pat) != len(segs) {
+			continue
+		}
+		match := true
+		for i, p := range pat {
+			if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") {
+				match = segs[i] != ""
+			} else {
+				match = p == segs[i]
+			}
+			if !match {
+				break
+			}
+		}
+		if match && !slices.Contains(out, r.Method) {
+			out = append(out, r.Method)
+		}
+	}
+	return out
+}
+
 // ReadyPath is the readiness endpoint: 200 "ready" when Options.Ready
 // says so, else 503 "not ready: <why>" (text/plain). It needs no token.
 // Liveness is /healthz on the metrics listener.
@@ -152,6 +181,13 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc(r.Method+" "+r.Path, func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The catch-all pattern also takes a known path with a method it
+		// does not serve, which ServeMux would answer 405 without it.
+		if allow := allowed(r.URL.Path); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeErr(w, http.StatusMethodNotAllowed, "", fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		writeErr(w, http.StatusNotFound, "", fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	mountConsole(mux)

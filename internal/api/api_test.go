@@ -108,6 +108,25 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	// A known path with a method it does not serve is 405 with the
+	// methods it does (RFC 9110, 15.5.6), as JSON like every error.
+	for _, tc := range []struct{ method, path, allow string }{
+		{"PUT", "/v1/streams/cam1", "GET, PATCH, DELETE"},
+		{"DELETE", "/v1/streams", "GET, POST"},
+		{"GET", "/v1/nodes/n1/drain", "POST"},
+		{"GET", "/v1/session", "POST, DELETE"},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var e api.Error
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e), "%s %s", tc.method, tc.path)
+		resp.Body.Close()
+		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "%s %s", tc.method, tc.path)
+		require.Equal(t, tc.allow, resp.Header.Get("Allow"), "%s %s", tc.method, tc.path)
+		require.Contains(t, e.Error, "method not allowed")
+	}
 }
 
 // The Status schema documents exactly the members the API sends
