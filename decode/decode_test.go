@@ -380,6 +380,20 @@ func TestParseURLErrorsHidePassword(t *testing.T) {
 	}
 }
 
+// LocalPath names the file of a path or file:// URL, and nothing for a
+// network URL or one ParseURL refuses.
+func TestLocalPath(t *testing.T) {
+	for raw, want := range map[string]string{"/x/clip.mp4": "/x/clip.mp4", "clip.mp4": "clip.mp4", "file:///x/clip.mp4": "/x/clip.mp4"} {
+		p, ok := decode.LocalPath(raw)
+		require.True(t, ok, raw)
+		require.Equal(t, want, p, raw)
+	}
+	for _, raw := range []string{"rtsp://cam/s", "https://h/v.mp4", "concat:a|b", ""} {
+		_, ok := decode.LocalPath(raw)
+		require.False(t, ok, raw)
+	}
+}
+
 func TestRedactURL(t *testing.T) {
 	require.Equal(t, "rtsp://admin:***@10.0.0.5:554/s1", decode.RedactURL("rtsp://admin:s3cret@10.0.0.5:554/s1"))
 	require.Equal(t, "rtsp://cam/s1", decode.RedactURL("rtsp://cam/s1"))

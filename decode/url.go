@@ -100,3 +100,15 @@ var protoPrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]+:`)
 // credential-like parameters, with "***" (rtsp://user:secret@cam/ becomes
 // rtsp://user:***@cam/), for any string, valid URL or not; see redact.URL.
 func RedactURL(raw string) string { return redact.URL(raw) }
+
+// LocalPath returns the local file raw names, a plain path or a file://
+// URL's path (ParseURL's KindFile without its "file:" prefix); false for a
+// network URL or one ParseURL refuses (the caller reports those when it
+// opens them). Tools use it to refuse a missing file before they start.
+func LocalPath(raw string) (string, bool) {
+	kind, ff, err := ParseURL(raw)
+	if err != nil || kind != KindFile {
+		return "", false
+	}
+	return strings.TrimPrefix(ff, "file:"), true
+}

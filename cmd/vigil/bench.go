@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-video/vigil/decode"
 	"github.com/vigil-video/vigil/infer/gpu"
 	"github.com/vigil-video/vigil/infer/ortdev"
 	"github.com/vigil-video/vigil/internal/bench"
@@ -114,10 +115,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if f.streams && (f.gpu || f.sweep) {
 		return &cli.BadInputError{Err: errors.New("--streams, --gpu and --sweep are separate benchmarks; give one")}
 	}
-	if src := f.engine.Source; src != "" && !strings.Contains(src, "://") {
+	if p, ok := decode.LocalPath(f.engine.Source); ok {
 		// A local file that is not there is bad input now, not an error
 		// after the header and the engine's start (a URL is opened later).
-		if _, err := os.Stat(src); err != nil {
+		if _, err := os.Stat(p); err != nil {
 			return &cli.BadInputError{Err: fmt.Errorf("--source: %w", err)}
 		}
 	}

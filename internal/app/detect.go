@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -69,8 +68,8 @@ func Detect(ctx context.Context, c config.Config, o DetectOptions, log *zap.Logg
 	// A file that is not there is bad input, as a missing --model is (it
 	// failed as the decoder's open, status 1); one that does not decode
 	// stays a runtime failure.
-	if kind, ff, _ := decode.ParseURL(o.Source); kind == decode.KindFile {
-		if _, err := os.Stat(strings.TrimPrefix(ff, "file:")); err != nil {
+	if p, ok := decode.LocalPath(o.Source); ok {
+		if _, err := os.Stat(p); err != nil {
 			return cli.BadInput(fmt.Errorf("source: %w", err))
 		}
 	}
