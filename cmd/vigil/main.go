@@ -227,18 +227,17 @@ func cmdRun(args []string, stderr io.Writer) error {
 // printReady says where vigil serves, with commands that work as printed:
 // each names the token file it needs (never the token itself).
 func printReady(w io.Writer, c config.Config, ep app.Endpoints) {
-	nats := redact.URLs(ep.NATS)
-	tok := ""
-	if c.NATS.TokenFile != "" {
-		tok = " --token-file " + c.NATS.TokenFile
-	}
-	fmt.Fprintf(w, "vigil: ready; NATS %s; watch with: vigil tail --nats %s%s\n", nats, nats, tok)
-	if ep.API != "" {
-		tok := ""
-		if c.API.TokenFile != "" {
-			tok = " --token-file " + c.API.TokenFile
+	tokenFlag := func(file string) string {
+		if file == "" {
+			return ""
 		}
-		fmt.Fprintf(w, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n", ep.API, ep.API, ep.API, tok)
+		return " --token-file " + file
+	}
+	nats := redact.URLs(ep.NATS)
+	fmt.Fprintf(w, "vigil: ready; NATS %s; watch with: vigil tail --nats %s%s\n", nats, nats, tokenFlag(c.NATS.TokenFile))
+	if ep.API != "" {
+		fmt.Fprintf(w, "vigil: console %s/ (web, live pictures); API %s/v1/streams; manage streams with: vigil streams ls --api %s%s\n",
+			ep.API, ep.API, ep.API, tokenFlag(c.API.TokenFile))
 	}
 	if ep.MQTT != "" {
 		p := c.NATS.SubjectPrefix
