@@ -145,7 +145,8 @@ type searcher struct {
 	model   string // the fp32 model
 	ranges  string // the ranges file
 	tmp     string
-	cache   string // where the sensitivity ranking is kept (same model, calibration and script)
+	cache   string         // where the sensitivity ranking is kept (same model, calibration and script)
+	sc      *decode.Scaler // the engines' resizer, for the start-up check's built-in frames
 	fp32    *infer.Engine
 	rank    []sample
 	rankRef [][][]float32 // fp32 outputs of rank, copied
@@ -154,15 +155,17 @@ type searcher struct {
 }
 
 func newSearcher(o Options, ranges, tmp, cache string, rank, check []sample) (*searcher, error) {
-	fp32, err := infer.Open(infer.Options{Name: o.Model.Name, Path: o.Model.File, Spec: o.Model.Spec, IntraOpThreads: o.Threads})
+	s := &searcher{o: o, model: o.Model.File, ranges: ranges, tmp: tmp, cache: cache, sc: decode.NewScaler(), rank: rank, check: check}
+	fp32, err := s.open(o.Model.File)
 	if err != nil {
+		s.sc.Close()
 		return nil, err
 	}
-	s := &searcher{o: o, model: o.Model.File, ranges: ranges, tmp: tmp, cache: cache, fp32: fp32, rank: rank, check: check}
+	s.fp32 = fp32
 	for _, sm := range rank {
 		outs, err := fp32.Raw(sm.in)
 		if err != nil {
-			fp32.Close()
+			s.close()
 			return nil, err
 		}
 		cp := make([][]float32, len(outs))
@@ -174,7 +177,7 @@ func newSearcher(o Options, ranges, tmp, cache string, rank, check []sample) (*s
 	for _, sm := range check {
 		outs, err := fp32.Raw(sm.in)
 		if err != nil {
-			fp32.Close()
+			s.close()
 			return nil, err
 		}
 		s.ref = append(s.ref, fp32.Decode(outs, sm.w, sm.h, nil))
@@ -182,7 +185,10 @@ func newSearcher(o Options, ranges, tmp, cache string, rank, check []sample) (*s
 	return s, nil
 }
 
-func (s *searcher) close() { s.fp32.Close() }
+func (s *searcher) close() {
+	s.fp32.Close()
+	s.sc.Close()
+}
 
 // variant is one copy to write: only (when non-nil) the blocks quantised,
 // or all but float.
@@ -216,8 +222,10 @@ func (s *searcher) write(ctx context.Context, vs []variant) ([]variantStats, err
 	return out.Variants, nil
 }
 
+// open opens the model file at path (the fp32 model or a copy) with the
+// searcher's resizer, so that the engine serves Raw and Detect alike.
 func (s *searcher) open(path string) (*infer.Engine, error) {
-	return infer.Open(infer.Options{Name: s.o.Model.Name, Path: path, Spec: s.o.Model.Spec, IntraOpThreads: s.o.Threads})
+	return infer.Open(infer.Options{Name: s.o.Model.Name, Path: path, Spec: s.o.Model.Spec, Resizer: s.sc, IntraOpThreads: s.o.Threads})
 }
 
 // checkCopy compares the copy at path with fp32 on the check frames and
@@ -238,19 +246,8 @@ func (s *searcher) checkCopy(path string) (CheckResult, error) {
 		tot.Add(Pair(s.ref[i], q.Decode(outs, sm.w, sm.h, nil), CheckIoU))
 	}
 	r.FP32, r.INT8, r.Matched = tot.Ref, tot.Cand, tot.Matched
-	sc := decode.NewScaler()
-	defer sc.Close()
-	f32, err := infer.Open(infer.Options{Name: s.o.Model.Name, Path: s.model, Spec: s.o.Model.Spec, Resizer: sc, IntraOpThreads: s.o.Threads})
-	if err != nil {
-		return r, err
-	}
-	defer f32.Close()
-	i8, err := infer.Open(infer.Options{Name: s.o.Model.Name, Path: path, Spec: s.o.Model.Spec, Resizer: sc, IntraOpThreads: s.o.Threads})
-	if err != nil {
-		return r, err
-	}
-	defer i8.Close()
-	r.Startup, _, err = Agree(f32, i8)
+	// The engines already open: the fp32 model and this copy.
+	r.Startup, _, err = Agree(s.fp32, q)
 	return r, err
 }
 
