@@ -442,8 +442,7 @@ func (f *nvFrame) release() { f.pool.put(f.buf) }
 
 // copyPicture copies the frame out of device memory (one synchronous
 // cuMemcpyDtoH of its NV12 or P016 buffer: 3.1 MB at 1080p) and into a
-// pipeline.Picture, 8 bits a sample: P016's high byte (its value sits in
-// the high bits), chroma de-interleaved. It runs only for a watched frame
+// pipeline.Picture (semiPlanarPicture). It runs only for a watched frame
 // (pipeline.Tap), on the stream's worker, before the frame is released.
 // Errors wrap pipeline.ErrNoPicture.
 func (f *nvFrame) copyPicture() (*pipeline.Picture, error) {
@@ -451,29 +450,7 @@ func (f *nvFrame) copyPicture() (*pipeline.Picture, error) {
 	if err := f.pool.ctx.CopyDtoH(host, f.buf.Ptr()); err != nil {
 		return nil, fmt.Errorf("%w: copying the NVDEC frame to the host: %v", pipeline.ErrNoPicture, err)
 	}
-	pic := pipeline.NewPicture(f.w, f.h)
-	img := pic.Image
-	hi := f.bps - 1 // the byte of a sample that is kept: 0 for NV12, 1 for P016
-	for y := range f.h {
-		row, out := host[y*f.pitch:], img.Y[y*img.YStride:]
-		if f.bps == 1 {
-			copy(out[:f.w], row)
-			continue
-		}
-		for x := range f.w {
-			out[x] = row[2*x+hi]
-		}
-	}
-	uv := host[f.pitch*f.h:]
-	cw, ch := (f.w+1)/2, (f.h+1)/2
-	for y := range ch {
-		row := uv[y*f.pitch:]
-		cb, cr := img.Cb[y*img.CStride:], img.Cr[y*img.CStride:]
-		for x := range cw {
-			cb[x] = row[(2*x)*f.bps+hi]
-			cr[x] = row[(2*x+1)*f.bps+hi]
-		}
-	}
+	pic := semiPlanarPicture(host, host[f.pitch*f.h:], f.pitch, f.pitch, f.w, f.h, f.bps)
 	pic.FullRange = f.col.FullRange
 	return pic, nil
 }

@@ -627,36 +627,43 @@ func copied(t *testing.T, o Options, n int) []*pipeline.Picture {
 	return out
 }
 
-// TestNVDECDirectPictureCopy: a direct NVDEC frame copied out of device
-// memory for the live pictures (CopyPicture) has the samples of the
-// software decoder's frame copied the same way, since the two decodes are
-// bit-identical (TestNVDECDirectBitExact): any difference is the copy's
-// (pitch, chroma de-interleaving). A 10-bit HEVC frame copies to 8 bits
-// a sample at the frame's size.
-func TestNVDECDirectPictureCopy(t *testing.T) {
+// TestNVDECPictureCopy: a frame of direct NVDEC, and one of FFmpeg's NVDEC
+// hwaccel, copied out of device memory for the live pictures
+// (CopyPicture) has the samples of the software decoder's frame copied the
+// same way, since the decodes are bit-identical (TestNVDECDirectBitExact;
+// NVDEC is the same hardware either way): any difference is the copy's
+// (pitch, padding, chroma de-interleaving). A 10-bit HEVC frame copies to
+// 8 bits a sample at the frame's size.
+func TestNVDECPictureCopy(t *testing.T) {
 	for _, name := range []string{"h264.mp4", "hevc.mp4"} {
 		t.Run(name, func(t *testing.T) {
 			path := nvdecClip(t, name)
 			sw := copied(t, Options{URL: path}, 10)
-			hw := copied(t, Options{URL: path, HWAccel: HWCUDA, NVDEC: NVDECDirect}, 10)
-			for i := range sw {
-				s, h := sw[i].Image, hw[i].Image
-				require.Equal(t, s.Rect, h.Rect, "frame %d", i)
-				require.Equal(t, sw[i].FullRange, hw[i].FullRange, "frame %d", i)
-				require.True(t, bytes.Equal(s.Y, h.Y) && bytes.Equal(s.Cb, h.Cb) && bytes.Equal(s.Cr, h.Cr), "frame %d: samples differ", i)
+			for _, mode := range []NVDECMode{NVDECDirect, NVDECFFmpeg} {
+				hw := copied(t, Options{URL: path, HWAccel: HWCUDA, NVDEC: mode}, 10)
+				for i := range sw {
+					s, h := sw[i].Image, hw[i].Image
+					require.Equal(t, s.Rect, h.Rect, "%s: frame %d", mode, i)
+					require.Equal(t, sw[i].FullRange, hw[i].FullRange, "%s: frame %d", mode, i)
+					require.True(t, bytes.Equal(s.Y, h.Y) && bytes.Equal(s.Cb, h.Cb) && bytes.Equal(s.Cr, h.Cr), "%s: frame %d: samples differ", mode, i)
+				}
 			}
 		})
 	}
 	t.Run("hevc10.mp4", func(t *testing.T) {
-		hw := copied(t, Options{URL: nvdecClip(t, "hevc10.mp4"), HWAccel: HWCUDA, NVDEC: NVDECDirect}, 3)
-		require.Equal(t, image.Rect(0, 0, 640, 360), hw[0].Image.Rect)
-		// testsrc2's gradients give many luma values; P016's low bytes
-		// (a 10-bit value shifted up 6) hold at most 4 (0, 64, 128, 192),
-		// zeros one: the high bytes were taken.
-		seen := map[byte]bool{}
-		for _, v := range hw[0].Image.Y {
-			seen[v] = true
+		// Direct NVDEC decodes into P016, FFmpeg's hwaccel into P010: both
+		// hold a 10-bit value shifted up 6, and the copies keep high bytes.
+		for _, mode := range []NVDECMode{NVDECDirect, NVDECFFmpeg} {
+			hw := copied(t, Options{URL: nvdecClip(t, "hevc10.mp4"), HWAccel: HWCUDA, NVDEC: mode}, 3)
+			require.Equal(t, image.Rect(0, 0, 640, 360), hw[0].Image.Rect, "%s", mode)
+			// testsrc2's gradients give many luma values; the low bytes
+			// hold at most 4 (0, 64, 128, 192), zeros one: the high bytes
+			// were taken.
+			seen := map[byte]bool{}
+			for _, v := range hw[0].Image.Y {
+				seen[v] = true
+			}
+			require.Greater(t, len(seen), 32, "%s: distinct luma values", mode)
 		}
-		require.Greater(t, len(seen), 32, "distinct luma values")
 	})
 }

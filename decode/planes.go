@@ -75,17 +75,18 @@ func unsafePointer(p *C.uint8_t) unsafe.Pointer { return unsafe.Pointer(p) }
 
 // CopyPicture implements pipeline.Copier: it copies the picture's planes
 // into Go memory (image.YCbCr, 4:2:0, at the frame's size) for package
-// live. A frame of direct NVDEC (decode.nvdec direct) is copied out of
-// device memory first (nvFrame.copyPicture). Errors wrap
-// pipeline.ErrNoPicture: a released picture, a frame of FFmpeg's NVDEC
-// hwaccel (in FFmpeg's device frames; not copied, see docs/api.md), a
-// failed device copy, or a pixel format other than 8-bit planar 4:2:0.
+// live. A frame in device memory is copied out of it first: direct
+// NVDEC's (decode.nvdec direct) by nvFrame.copyPicture, FFmpeg's NVDEC
+// hwaccel's (decode.nvdec ffmpeg, and codecs direct NVDEC does not take)
+// by copyHWFrame. Errors wrap pipeline.ErrNoPicture: a released picture, a
+// failed device copy, or a pixel format other than 8-bit planar 4:2:0 on
+// the CPU (NV12, P010 or P016 on the GPU).
 func (p *Picture) CopyPicture() (*pipeline.Picture, error) {
 	if p.nv != nil {
 		return p.nv.copyPicture()
 	}
 	if p.OnGPU() {
-		return nil, fmt.Errorf("%w: the frame is in FFmpeg's GPU memory (decode.nvdec ffmpeg)", pipeline.ErrNoPicture)
+		return p.copyHWFrame()
 	}
 	v, ok := p.YUV420()
 	if !ok || v.NV12 {
@@ -106,6 +107,74 @@ func (p *Picture) CopyPicture() (*pipeline.Picture, error) {
 	}
 	pic.FullRange = v.FullRange
 	return pic, nil
+}
+
+// copyHWFrame copies a frame of FFmpeg's NVDEC hwaccel out of FFmpeg's
+// device frames with av_hwframe_transfer_data (a software frame of the
+// surfaces' format: NV12, or P010 for 10-bit streams; 3.1 MB at 1080p
+// NV12) and into a pipeline.Picture (semiPlanarPicture). Like
+// nvFrame.copyPicture it runs only for a watched frame, on the stream's
+// worker, before the frame is released. Errors wrap pipeline.ErrNoPicture:
+// a failed transfer, or a surface format other than those two.
+func (p *Picture) copyHWFrame() (*pipeline.Picture, error) {
+	sw := astiav.AllocFrame()
+	defer sw.Free()
+	if err := p.f.TransferHardwareData(sw); err != nil {
+		return nil, fmt.Errorf("%w: copying FFmpeg's NVDEC frame to the host: %v", pipeline.ErrNoPicture, err)
+	}
+	bps := 1
+	switch pf := sw.PixelFormat(); pf {
+	case astiav.PixelFormatNv12:
+	case astiav.PixelFormatP010Le:
+		bps = 2
+	default:
+		return nil, fmt.Errorf("%w: FFmpeg's NVDEC frame came out as %s, not NV12 or P010", pipeline.ErrNoPicture, pf)
+	}
+	// The picture's own size: the transfer's frame may be padded to the
+	// surfaces' coded size.
+	w, h := p.f.Width(), p.f.Height()
+	ls := sw.Linesize()
+	if ls[0] < w*bps || ls[1] < 2*((w+1)/2)*bps || sw.Height() < h {
+		return nil, fmt.Errorf("%w: FFmpeg's NVDEC frame came out %dx%d with line sizes %d and %d for a %dx%d picture",
+			pipeline.ErrNoPicture, sw.Width(), sw.Height(), ls[0], ls[1], w, h)
+	}
+	y := planeView(sw, 0, ls[0]*h)
+	uv := planeView(sw, 1, ls[1]*((h+1)/2))
+	pic := semiPlanarPicture(y, uv, ls[0], ls[1], w, h, bps)
+	pic.FullRange = colourOf(p.f, p.cs).FullRange
+	return pic, nil
+}
+
+// semiPlanarPicture copies a semi-planar 4:2:0 picture (NV12, or with bps
+// 2 P010/P016: 16-bit little-endian samples whose value sits in the high
+// bits) of w×h pixels into a new pipeline.Picture, 8 bits a sample (a
+// 16-bit sample's high byte) and chroma de-interleaved: luma row i at
+// y[i*yStride:], the ⌈h/2⌉ rows of interleaved Cb,Cr pairs at
+// uv[i*uvStride:]. FullRange is left for the caller to set.
+func semiPlanarPicture(y, uv []byte, yStride, uvStride, w, h, bps int) *pipeline.Picture {
+	pic := pipeline.NewPicture(w, h)
+	img := pic.Image
+	hi := bps - 1 // the byte of a sample that is kept: 0 for 8 bits, 1 for 16
+	for r := range h {
+		row, out := y[r*yStride:], img.Y[r*img.YStride:]
+		if bps == 1 {
+			copy(out[:w], row)
+			continue
+		}
+		for x := range w {
+			out[x] = row[2*x+hi]
+		}
+	}
+	cw, ch := (w+1)/2, (h+1)/2
+	for r := range ch {
+		row := uv[r*uvStride:]
+		cb, cr := img.Cb[r*img.CStride:], img.Cr[r*img.CStride:]
+		for x := range cw {
+			cb[x] = row[(2*x)*bps+hi]
+			cr[x] = row[(2*x+1)*bps+hi]
+		}
+	}
+	return pic
 }
 
 var _ pipeline.Copier = (*Picture)(nil)

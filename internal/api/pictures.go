@@ -116,11 +116,13 @@ func (s *Server) watch(w http.ResponseWriter, id string, fps float64, annotate b
 }
 
 // frameErr answers a view that got no frame: 501 for a stream whose
-// frames cannot be copied (decoded on the GPU), 503 otherwise.
+// frames cannot be copied into a picture (a pixel format pictures do not
+// take, a failed copy out of GPU memory: the error says which), 503
+// otherwise.
 func (s *Server) frameErr(w http.ResponseWriter, id string, err error) {
 	switch {
 	case errors.Is(err, pipeline.ErrNoPicture):
-		writeErr(w, http.StatusNotImplemented, "", fmt.Sprintf("stream %s has no pictures: %v (pictures come from streams decoded on the CPU; see docs/api.md)", id, err))
+		writeErr(w, http.StatusNotImplemented, "", fmt.Sprintf("stream %s has no pictures: %v (see docs/api.md, Pictures)", id, err))
 	case errors.Is(err, context.DeadlineExceeded):
 		writeErr(w, http.StatusServiceUnavailable, "", fmt.Sprintf("no frame of stream %s within %s: %s", id, SnapshotWait, s.whyNoFrame(id)))
 	default:
@@ -260,7 +262,7 @@ func nextWithin(ctx context.Context, v *live.Viewer, wait time.Duration) (*live.
 // Close codes of live.ws (RFC 6455 §7.4.2: 4000-4999 are the
 // application's).
 const (
-	// CloseNoPicture: the stream has no pictures (decoded on the GPU), as
+	// CloseNoPicture: the stream's frames cannot be copied into pictures, as
 	// snapshot.jpg's 501.
 	CloseNoPicture websocket.StatusCode = 4501
 	// CloseUnavailable: vigil is stopping.
@@ -303,7 +305,8 @@ func (s *Server) liveWS(w http.ResponseWriter, r *http.Request) {
 			_ = c.Close(CloseNoFrame, strings.ToValidUTF8(why[:min(len(why), 123)], ""))
 			return
 		case errors.Is(err, pipeline.ErrNoPicture):
-			_ = c.Close(CloseNoPicture, "no pictures: decoded on the GPU")
+			why := "no pictures: " + err.Error() // at most 123 bytes, as above
+			_ = c.Close(CloseNoPicture, strings.ToValidUTF8(why[:min(len(why), 123)], ""))
 			return
 		case errors.Is(err, live.ErrClosed):
 			_ = c.Close(CloseUnavailable, "vigil is stopping")

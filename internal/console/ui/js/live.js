@@ -17,7 +17,7 @@ import { streamPath } from './api.js';
 const RETRY_MS = 2000;
 const MAX_RETRY_MS = 30000;
 // Close codes of live.ws (docs/api.md, "Pictures").
-const NO_PICTURES = 4501; // the stream has no pictures (e.g. decoded on the GPU)
+const NO_PICTURES = 4501; // the stream's frames cannot be copied into pictures (the reason says why)
 
 /** A colour per label, stable across frames. */
 function colour(label) {
