@@ -31,6 +31,7 @@ type benchFlags struct {
 	int8                    bool
 	calibrate               string
 	maxStreams, step, start int
+	cpuThreads              int
 	budgetMS                int
 	each, warmup, ceiling   time.Duration
 	plot, ffmpeg            string
@@ -45,7 +46,7 @@ type benchFlags struct {
 
 // newBenchFlags declares the flags of every mode on one flag set.
 func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
-	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] [--precisions fp32,fp16] [--instances 1,2] [--nhwc false,true] [--conv-search S] [--graph-only] [--model-only] [--agree N --agree-sources A,B] | bench --int8 [--models A,B] [--calibrate CLIP] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D]; any: [--cpuprofile FILE]", stderr)
+	fs := newFlags("bench", "bench [--source FILE] [--model NAME|PATH] [--duration D] | bench --sweep [--max-streams N] [--step S] [--each D] [--warmup D] [--budget-ms B] [--plot FILE] | bench --gpu [--models A,B] [--batches 1,8,32] [--precisions fp32,fp16] [--instances 1,2] [--nhwc false,true] [--conv-search S] [--graph-only] [--model-only] [--agree N --agree-sources A,B] | bench --int8 [--models A,B] [--calibrate CLIP] | bench --streams [--start N] [--step S] [--max-streams M] [--each D] [--warmup D] [--budget-ms B] [--ffmpeg PATH] [--ceiling D] [--cpu-threads N]; any: [--cpuprofile FILE]", stderr)
 	f := &benchFlags{}
 	fs.StringVar(&f.engine.Source, "source", "", "video file (default: Megamind.avi from the asset cache)")
 	fs.StringVar(&f.engine.Model, "model", "blazeface", "model name or .onnx path")
@@ -58,9 +59,10 @@ func newBenchFlags(stderr io.Writer) (*flag.FlagSet, *benchFlags) {
 	fs.DurationVar(&f.warmup, "warmup", time.Second, "sweep, streams: how long each point's streams run before measuring (they start spread over min(warmup/2, 2s), like cameras not in step); a point whose streams have not all decoded a frame by then waits until they have (up to 60 s more, said in its output), then 1 s")
 	fs.IntVar(&f.budgetMS, "budget-ms", 200, "sweep, streams: the policy's latency budget")
 	fs.StringVar(&f.plot, "plot", "bench-sweep.png", "sweep: PNG of P99 against load (empty: none)")
-	fs.BoolVar(&f.streams, "streams", false, "streams per machine instead: vigil's decode-only ceilings (direct NVDEC ×14 per GPU, software one single-thread decode per core, then both at once; --ceiling each; no GPU: the NVDEC one says why and the rest runs), the capacities to paste as decode.nvdec_pixel_rate and decode.cpu_pixel_rate, the engine ceiling (the detector alone on held frames, device-resident with NVDEC), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms, processed falls under 95 % of offered (decoded) or offered under 95 % of what the streams send in real time; one GPU (infer.device) or, with infer.devices in --config, those GPUs (the NVDEC ceiling then ×14 per GPU, spread over them); each point counts the streams decoding on NVDEC (a stream NVDEC cannot open decodes on the CPU, and the point says so); the best N as a ratio of the decode ceiling and of the engine ceiling, and issue 16's acceptance line (>= 0.9 × the smaller); uses --start, --step, --max-streams, --each, --warmup, --budget-ms, --ffmpeg, --ceiling")
+	fs.BoolVar(&f.streams, "streams", false, "streams per machine instead: vigil's decode-only ceilings (direct NVDEC ×14 per GPU, software one single-thread decode per core, then both at once; --ceiling each; no GPU: the NVDEC one says why and the rest runs), the capacities to paste as decode.nvdec_pixel_rate and decode.cpu_pixel_rate, the engine ceiling (the detector alone on held frames, device-resident with NVDEC), then N looped real-time streams through vigil for rising N until P99 passes --budget-ms, processed falls under 95 % of offered (decoded) or offered under 95 % of what the streams send in real time; one GPU (infer.device) or, with infer.devices in --config, those GPUs (the NVDEC ceiling then ×14 per GPU, spread over them); each point counts the streams decoding on NVDEC (a stream NVDEC cannot open decodes on the CPU, and the point says so); the best N as a ratio of the decode ceiling and of the engine ceiling, and issue 16's acceptance line (>= 0.9 × the smaller); uses --start, --step, --max-streams, --each, --warmup, --budget-ms, --ffmpeg, --ceiling, --cpu-threads")
 	fs.IntVar(&f.start, "start", 8, "streams: the first N")
 	fs.DurationVar(&f.ceiling, "ceiling", 10*time.Second, "streams: how long each decode-only and engine ceiling runs, more than 3s (the first 2s are start-up, not counted); 0 skips the ceilings")
+	fs.IntVar(&f.cpuThreads, "cpu-threads", 1, "streams: FFmpeg decoder threads of each stream the points decode in software, 1 to 16: 1 decodes on the stream's own thread, as the CPU ceiling does; 2 or more use FFmpeg's frame threads, each frame out threads-1 frames later (33 ms a thread at 30 fps)")
 	fs.StringVar(&f.ffmpeg, "ffmpeg", "", "streams: also measure this ffmpeg CLI's decode-only ceilings, for comparison with runs before vigil measured its own (bin/ffmpeg-static on GPU machines); empty: not measured")
 	fs.BoolVar(&f.gpu, "gpu", false, "GPU engine instead (NVIDIA GPU needed): eager vs CUDA-graph runs, copies, preprocessing, H2D bandwidth, GPU vs CPU detections")
 	fs.StringVar(&f.models, "models", "", "gpu, int8: comma-separated model names or .onnx paths (default: --model)")
@@ -92,7 +94,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	for _, name := range []string{"start", "ffmpeg", "ceiling"} {
+	for _, name := range []string{"start", "ffmpeg", "ceiling", "cpu-threads"} {
 		if set[name] && !f.streams {
 			return &cli.BadInputError{Err: fmt.Errorf("--%s applies to --streams only", name)}
 		}
@@ -102,6 +104,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.ceiling < 0 || (f.ceiling > 0 && f.ceiling <= 3*time.Second) {
 		return &cli.BadInputError{Err: fmt.Errorf("--ceiling %s: want 0 (skip) or more than 3s (each decode is counted after 2s of start-up)", f.ceiling)}
+	}
+	if f.cpuThreads < 1 || f.cpuThreads > 16 {
+		return &cli.BadInputError{Err: fmt.Errorf("--cpu-threads %d: want 1 to 16", f.cpuThreads)}
 	}
 	if f.warmup <= 0 {
 		return &cli.BadInputError{Err: fmt.Errorf("--warmup %s: want more than 0", f.warmup)}
@@ -171,7 +176,7 @@ func benchStreams(f *benchFlags, stdout, stderr io.Writer) error {
 	defer stop()
 	_, err = bench.Streams(ctx, c, bench.StreamsOptions{Source: f.engine.Source, Model: f.engine.Model, FFmpeg: f.ffmpeg,
 		Start: f.start, Step: f.step, Max: f.maxStreams, Each: f.each, Warmup: f.warmup, Budget: time.Duration(f.budgetMS) * time.Millisecond,
-		CeilingFor: f.ceiling, NoCeilings: f.ceiling == 0}, log, stdout)
+		CeilingFor: f.ceiling, NoCeilings: f.ceiling == 0, CPUThreads: f.cpuThreads}, log, stdout)
 	return err
 }
 

@@ -130,6 +130,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"--source: not a video vigil can decode", notVideo}},
 		{"bench on a file that is not there", []string{"bench", "--source", "/nonexistent/clip.mp4"},
 			[]string{"--source: stat /nonexistent/clip.mp4: no such file or directory"}},
+		{"bench --streams cpu threads", []string{"bench", "--streams", "--cpu-threads", "0"}, []string{"--cpu-threads 0", "1 to 16"}},
+		{"bench cpu threads without streams", []string{"bench", "--cpu-threads", "2"}, []string{"--cpu-threads applies to --streams only"}},
 		{"bench --gpu precision", []string{"bench", "--gpu", "--precisions", "fp32,int4"}, []string{`--precisions "fp32,int4"`, "fp32, tf32 or fp16"}},
 		{"bench --gpu instances", []string{"bench", "--gpu", "--instances", "1,17"}, []string{`--instances "1,17"`, "1 to 16"}},
 		{"bench --gpu nhwc", []string{"bench", "--gpu", "--nhwc", "maybe"}, []string{`--nhwc "maybe"`}},

@@ -43,6 +43,8 @@ type benchPlacement struct {
 	slots    []benchSlot
 	// engines, when set, gives device index k's engine and batcher.
 	engines func(k int) (pipeline.Engine, *pipeline.Batcher)
+	// cpuThreads: StreamsOptions.CPUThreads (0: 1).
+	cpuThreads int
 }
 
 func newBenchPlacement(c *config.Config, devs []int) *benchPlacement {
@@ -62,7 +64,7 @@ func (p *benchPlacement) at(i int) benchSlot {
 		}
 		s.decode = engines.WithHW(decode.Options{}, p.c, s.dev, nvdec)
 		if !nvdec {
-			s.decode.Threads = 1
+			s.decode.Threads = max(p.cpuThreads, 1)
 		}
 		if p.engines != nil {
 			s.eng, s.batcher = p.engines(k)

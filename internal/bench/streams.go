@@ -56,6 +56,13 @@ type StreamsOptions struct {
 	// NoCeilings skips the decode-only and engine ceilings (quicker runs;
 	// no ratio is reported).
 	NoCeilings bool
+	// CPUThreads is FFmpeg's decoder thread count for each stream the
+	// points decode in software (decode.Options.Threads): 0 or 1, one
+	// thread, the decoding on the stream's own thread, as in the CPU
+	// ceiling; 2 or more, FFmpeg's frame threads, the decoding on FFmpeg's
+	// threads and each frame out threads-1 frames later (at 30 fps, 33 ms
+	// a thread). The ceilings keep one thread.
+	CPUThreads int
 }
 
 // Ceiling is one decode-only measurement: Parallel decodes of the looped
@@ -211,7 +218,11 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 			return r, cli.BadInput(fmt.Errorf("--model: %w", err))
 		}
 	}
-	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, decode.nvdec %s, budget %s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, c.Decode.NVDECMode, o.Budget)
+	threads := ""
+	if o.CPUThreads > 1 {
+		threads = fmt.Sprintf(", software decoders %d frame threads each (--cpu-threads)", o.CPUThreads)
+	}
+	fmt.Fprintf(out, "vigil bench --streams: %s, model %s, decode.hwaccel %s, decode.nvdec %s, budget %s%s\n", filepath.Base(o.Source), o.Model, c.Decode.HWAccel, c.Decode.NVDECMode, o.Budget, threads)
 
 	// One GPU (infer.device), or the GPUs of infer.devices: streams are
 	// placed across them as vigil run places them, each GPU with its own
@@ -311,6 +322,7 @@ func Streams(ctx context.Context, c config.Config, o StreamsOptions, log *zap.Lo
 		}
 	}
 	placement := newBenchPlacement(&c, devs)
+	placement.cpuThreads = o.CPUThreads
 	placement.engines = func(k int) (pipeline.Engine, *pipeline.Batcher) { return perDev[k].eng, perDev[k].batcher }
 	so := SweepOptions{Source: o.Source, Each: o.Each, Warmup: o.Warmup, Budget: o.Budget, place: placement.at, tools: tools}
 	limited := false

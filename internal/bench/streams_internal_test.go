@@ -72,6 +72,18 @@ func TestBenchPlacement(t *testing.T) {
 	require.Equal(t, 8, nvdec, "capacities 200 + 200 : 100 put 8 of 10 on NVDEC")
 	require.Equal(t, p.at(7), p.at(7))
 
+	// --cpu-threads: the CPU-decoded streams get that many decoder
+	// threads (FFmpeg's frame threads above 1); NVDEC ones are untouched.
+	p = newBenchPlacement(&c, []int{3, 5})
+	p.cpuThreads = 2
+	for i := range 10 {
+		if s := p.at(i); s.decode.HWAccel == decode.HWNone {
+			require.Equal(t, 2, s.decode.Threads, "stream %d", i)
+		} else {
+			require.Zero(t, s.decode.Threads, "stream %d decodes on NVDEC", i)
+		}
+	}
+
 	c.Decode.HWAccel = "none"
 	one := newBenchPlacement(&c, []int{0})
 	require.Equal(t, decode.HWNone, one.at(0).decode.HWAccel)
