@@ -300,13 +300,10 @@ func (s *Server) liveWS(w http.ResponseWriter, r *http.Request) {
 		fr, err := nextWithin(ctx, v, wait)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			// A close reason is at most 123 bytes (RFC 6455 §5.5).
-			why := fmt.Sprintf("no frame within %s: %s", wait, s.whyNoFrame(id))
-			_ = c.Close(CloseNoFrame, strings.ToValidUTF8(why[:min(len(why), 123)], ""))
+			_ = c.Close(CloseNoFrame, closeReason(fmt.Sprintf("no frame within %s: %s", wait, s.whyNoFrame(id))))
 			return
 		case errors.Is(err, pipeline.ErrNoPicture):
-			why := "no pictures: " + err.Error() // at most 123 bytes, as above
-			_ = c.Close(CloseNoPicture, strings.ToValidUTF8(why[:min(len(why), 123)], ""))
+			_ = c.Close(CloseNoPicture, closeReason("no pictures: "+err.Error()))
 			return
 		case errors.Is(err, live.ErrClosed):
 			_ = c.Close(CloseUnavailable, "vigil is stopping")
@@ -318,6 +315,13 @@ func (s *Server) liveWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// closeReason cuts why to the 123 bytes a WebSocket close reason may
+// hold (RFC 6455 §5.5: a control frame's payload is at most 125 bytes, 2 of
+// them the code), without leaving half a UTF-8 sequence at the cut.
+func closeReason(why string) string {
+	return strings.ToValidUTF8(why[:min(len(why), 123)], "")
 }
 
 // wsFrame writes one frame: its message, then its JPEG.
