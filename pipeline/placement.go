@@ -232,8 +232,34 @@ type Reweigher struct {
 // not placed is ignored. The caller rebalances p after a change.
 func (r *Reweigher) Observe(p *Placer, id string, measured float64) bool {
 	cur, ok := p.Weight(id)
-	if !ok || !(measured > 0) {
+	if !ok {
 		return false
+	}
+	w, changed := r.Next(id, cur, measured)
+	if !changed {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d, ok := p.where[id]; ok {
+		p.load[d] += w - p.weight[id]
+		p.weight[id] = w
+	}
+	return true
+}
+
+// Next applies r's rule to one measured weight of stream id whose weight
+// is cur, for callers that keep weights outside a Placer (the fleet's
+// node entries): it returns the weight to hold and whether it changed. A
+// cur of 0 or less (no weight yet) takes the measurement at once; a
+// measurement of 0 or less (none) is ignored.
+func (r *Reweigher) Next(id string, cur, measured float64) (float64, bool) {
+	if !(measured > 0) {
+		return cur, false
+	}
+	if !(cur > 0) {
+		delete(r.pending, id)
+		return measured, true
 	}
 	if r.pending == nil {
 		r.pending = map[string]int{}
@@ -253,16 +279,10 @@ func (r *Reweigher) Observe(p *Placer, id string, measured float64) bool {
 	n += side
 	if n*side < max(r.Confirm, 1) {
 		r.pending[id] = n
-		return false
+		return cur, false
 	}
 	delete(r.pending, id)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if d, ok := p.where[id]; ok {
-		p.load[d] += measured - p.weight[id]
-		p.weight[id] = measured
-	}
-	return true
+	return measured, true
 }
 
 // Forget drops what r holds of stream id (removed).

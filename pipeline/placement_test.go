@@ -272,6 +272,29 @@ func TestReweigherHysteresis(t *testing.T) {
 	}
 }
 
+// TestReweigherNext checks the rule on weights held outside a Placer (the
+// fleet's node entries): no weight yet takes the first reading at once;
+// afterwards the same band and confirmation as Observe.
+func TestReweigherNext(t *testing.T) {
+	rw := &pipeline.Reweigher{Band: 0.25, Confirm: 2}
+	w, changed := rw.Next("cam", 0, 0)
+	require.False(t, changed, "no weight and no reading")
+	require.Zero(t, w)
+	w, changed = rw.Next("cam", 0, 30)
+	require.True(t, changed, "the first reading is the weight")
+	require.Equal(t, 30.0, w)
+	for _, m := range []float64{36, 24.5, 0} { // within 25 %, or no reading
+		w, changed = rw.Next("cam", 30, m)
+		require.False(t, changed, "%v", m)
+		require.Equal(t, 30.0, w)
+	}
+	_, changed = rw.Next("cam", 30, 40)
+	require.False(t, changed, "first reading outside the band")
+	w, changed = rw.Next("cam", 30, 41)
+	require.True(t, changed, "two heavier readings in a row")
+	require.Equal(t, 41.0, w)
+}
+
 // lcg is a tiny deterministic generator for the randomised cases.
 type lcg struct{ s uint64 }
 

@@ -279,7 +279,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 	}
 	svc := &service{c: &c, log: log, engs: engs, sink: sink, metrics: metrics, faults: decode.NewMetrics(reg), stats: stats, sup: sup, sources: sources,
 		placer: pipeline.NewPlacer(len(devices)), devices: devices, specs: map[string]registry.Spec{},
-		decoders: engines.NewDecodePlacer(&c, len(devices)), reweigher: engines.NewReweigher(), known: map[string]registry.Entry{},
+		decoders: engines.NewDecodePlacer(&c, len(devices)), reweigher: engines.NewReweigher(),
+		fleetWeights: map[string]fleetWeightState{}, fleetReweigher: engines.NewReweigher(), known: map[string]registry.Entry{},
 		analytics: newAnalyticsMetrics(reg), analyzers: map[string]*streamAnalytics{}, pictures: pictures, eventSnapshots: snaps != nil,
 		priorities: map[string]string{}, degraded: map[string]bool{}, models: map[string]string{}, lights: map[string]string{}, onLight: map[string]string{}, gov: &pipeline.Governor{Threshold: c.Pipeline.DegradeDepth,
 			EngageAfter: c.Pipeline.DegradeAfter.Duration, ReleaseAfter: c.Pipeline.RestoreAfter.Duration},

@@ -57,6 +57,12 @@ type service struct {
 	// running streams (reweighLoop).
 	decoders  *pipeline.Placer
 	reweigher *pipeline.Reweigher
+	// fleetWeights is the weight this node reports for each stream it
+	// holds, kept by fleetReweigher's hysteresis (fleetWeight); both under
+	// fleetMu (Running is called by the fleet node's heartbeat).
+	fleetMu        sync.Mutex
+	fleetWeights   map[string]fleetWeightState
+	fleetReweigher *pipeline.Reweigher
 	// placeMu serialises what changes placement: registry changes and
 	// the fleet node's start and stop calls (on the service's loop) and
 	// reweighing (reweighLoop). It guards placer, decoders, reweigher,
@@ -221,11 +227,14 @@ func (s *service) Wanted() []cluster.Want {
 }
 
 // Running implements cluster.Runner: each stream this node holds the
-// lease of, with its weight (width x height x decoded fps), state, rates
+// lease of, with its weight (fleetWeight), state, rates
 // and fencing token. The supervisor also keeps the streams disabled here,
 // which run on no node: they are not listed (they showed as this node's in
 // vigil nodes ls and the API).
 func (s *service) Running() map[string]cluster.StreamInfo {
+	s.fleetMu.Lock()
+	defer s.fleetMu.Unlock()
+	now := time.Now()
 	out := map[string]cluster.StreamInfo{}
 	for _, id := range s.sup.IDs() {
 		st, ok := s.sup.Status(id)
@@ -233,14 +242,43 @@ func (s *service) Running() map[string]cluster.StreamInfo {
 			continue
 		}
 		info := cluster.StreamInfo{State: string(st.State), FPSIn: st.FPSIn, FPSOut: st.FPSOut, Lease: s.node.Token(id)}
-		// The rates are over the last 5 s: a weight once they cover
-		// running time only.
-		if st.State == pipeline.StateRunning && time.Since(st.Since) >= 5*time.Second {
-			info.Weight = float64(st.Width*st.Height) * st.FPSIn
-		}
+		info.Weight = s.fleetWeight(id, st, now)
 		out[id] = info
 	}
+	for id := range s.fleetWeights {
+		if _, ok := out[id]; !ok {
+			delete(s.fleetWeights, id) // no longer held here
+			s.fleetReweigher.Forget(id)
+		}
+	}
 	return out
+}
+
+// fleetWeight is the weight this node reports for stream id (pixels per
+// second; 0: not known yet, the placer then weighs it by the mean): its
+// frame size × reweighFPS, read once the stream has run reweighWindow and
+// then once per reweighWindow (so that two readings never share a
+// window), held with the same hysteresis as hybrid decoding's weights
+// (engines.NewReweigher: a reading replaces the weight only when it and
+// the one before are more than 25 % off on the same side). The placer
+// moves streams on these weights: raw 5-s decoded rates, on a loaded
+// host, differed by enough between equal streams for it to move one where
+// the move left the spread as it was. Caller holds fleetMu.
+func (s *service) fleetWeight(id string, st pipeline.StatusSnapshot, now time.Time) float64 {
+	fw := s.fleetWeights[id]
+	if st.State != pipeline.StateRunning || now.Sub(st.Since) < reweighWindow || now.Sub(fw.read) < reweighWindow {
+		return fw.weight
+	}
+	fw.read = now
+	fw.weight, _ = s.fleetReweigher.Next(id, fw.weight, engines.StreamPixelRate(st.Width, st.Height, reweighFPS(st)))
+	s.fleetWeights[id] = fw
+	return fw.weight
+}
+
+// fleetWeightState is what fleetWeight holds of one stream.
+type fleetWeightState struct {
+	weight float64   // pixels per second, 0 before the first reading
+	read   time.Time // the last reading
 }
 
 // forget drops what the service keeps of a stream that stopped for good

@@ -107,8 +107,11 @@ func (c Capacity) Effective() float64 {
 
 // StreamInfo is one running stream as its node reports it.
 type StreamInfo struct {
-	// Weight is width x height x decoded fps (pixels per second); 0 until
-	// the stream has run a few seconds.
+	// Weight is the stream's load for placement in pixels per second:
+	// width x height x the larger of its declared and decoded frame rates,
+	// held with hysteresis by its node (vigil run: a new reading replaces it
+	// only when two in a row, 5 s apart, are more than 25 % off); 0 until
+	// the stream has run 5 s.
 	Weight float64 `json:"weight"`
 	// State is the stream's pipeline.State; FPSIn and FPSOut its decoded
 	// and published frame rates over the last 5 s.

@@ -131,7 +131,8 @@ func NewDecodePlacer(c *config.Config, gpus int) *pipeline.Placer {
 }
 
 // NewReweigher returns the hysteresis that reweighs hybrid decoding's
-// streams by their measured pixel rates (see the constants above).
+// streams by their measured pixel rates (see the constants above); vigil
+// run holds the weights it reports to the fleet's placer with another.
 func NewReweigher() *pipeline.Reweigher {
 	return &pipeline.Reweigher{Band: reweighBand, Confirm: reweighConfirm}
 }
