@@ -319,8 +319,8 @@ func Run(ctx context.Context, c config.Config, log *zap.Logger, progress io.Writ
 			Classes: func(sp registry.Spec) *registry.FieldError { return engines.StreamClasses(&c, sp) },
 			Logger:  log.Named("api"), NATS: sink.State, Known: svc.knownEntries, Ready: svc.ready,
 			Where: func(id string) (string, *pipeline.StatusSnapshot) { return svc.where(id) },
-			Nodes: func(ctx context.Context) (any, error) { return cluster.Nodes(ctx, node.Bucket()) },
-			Drain: func(ctx context.Context, id string) error { return cluster.RequestDrain(ctx, node.Bucket(), id) },
+			Nodes: func(ctx context.Context) (any, error) { return node.Nodes(ctx) },
+			Drain: func(ctx context.Context, id string) error { return node.RequestDrain(ctx, id) },
 			Live:  pictures, Snapshots: snaps,
 		}).Handler()
 		addr, stop, err := serveHTTP(log.Named("api"), c.API.Listen, h, c.API.TLSCert, c.API.TLSKey)

@@ -222,6 +222,7 @@ type seen struct {
 type Node struct {
 	o        Options
 	kv       jetstream.KeyValue
+	rd       *reader // reads that decide something: from the stream leader (read.go)
 	log      *zap.Logger
 	m        *metrics
 	base     time.Time
@@ -287,6 +288,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return nil, err
 	}
 	n.kv = kv
+	if n.rd, err = newReader(o.Conn, o.Bucket); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrBucket, o.Bucket, err)
+	}
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
@@ -384,18 +388,18 @@ func (n *Node) register(ctx context.Context) error {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("registering node %s in %s: %w", n.o.ID, n.o.Bucket, err)
 		}
-		e, err := n.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		e, err := n.rd.get(n.opctx(ctx), key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // expired meanwhile
 		}
 		if err != nil {
 			return fmt.Errorf("registering node %s in %s: %w", n.o.ID, n.o.Bucket, err)
 		}
 		var other NodeInfo
-		_ = json.Unmarshal(e.Value(), &other)
+		_ = json.Unmarshal(e.value, &other)
 		n.log.Info("an entry for this node.id exists; waiting up to one lease TTL to see whether its node is alive",
 			zap.String("node", n.o.ID), zap.String("host", other.Host), zap.Int("pid", other.PID))
-		alive, err := n.renewedWithin(ctx, key, e.Revision(), n.o.TTL+n.o.TTL/4)
+		alive, err := n.renewedWithin(ctx, key, e.revision, n.o.TTL+n.o.TTL/4)
 		if err != nil {
 			return err
 		}
@@ -784,8 +788,8 @@ func (n *Node) update(ctx context.Context, key string, val []byte, rev uint64) (
 		if err == nil || attempt == 3 || !isConflict(err) {
 			return r, err
 		}
-		e, gerr := n.kv.Get(n.opctx(ctx), key)
-		if gerr != nil || e.Revision() != rev {
+		e, gerr := n.rd.get(n.opctx(ctx), key)
+		if gerr != nil || e.revision != rev {
 			return r, err
 		}
 		n.m.retries.Inc()
@@ -948,11 +952,11 @@ func (n *Node) renewAll(ctx context.Context, ls map[string]*lease) {
 // its revision is adopted, without extending its safe time; otherwise the
 // lease is lost.
 func (n *Node) recheck(ctx context.Context, id string, l *lease) {
-	e, err := n.kv.Get(n.opctx(ctx), leasePrefix+id)
+	e, err := n.rd.get(n.opctx(ctx), leasePrefix+id)
 	if err == nil {
 		var v leaseValue
-		if json.Unmarshal(e.Value(), &v) == nil && v.Node == n.o.ID && v.Instance == n.instance {
-			l.rev = e.Revision()
+		if json.Unmarshal(e.value, &v) == nil && v.Node == n.o.ID && v.Instance == n.instance {
+			l.rev = e.revision
 			return
 		}
 	}
@@ -977,11 +981,11 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil // NATS unreachable: try again next tick
 	}
-	e, gerr := n.kv.Get(n.opctx(ctx), key)
+	e, gerr := n.rd.get(n.opctx(ctx), key)
 	if gerr == nil {
 		var other NodeInfo
-		if json.Unmarshal(e.Value(), &other) == nil && other.Instance == n.instance {
-			n.nodeRev = e.Revision()
+		if json.Unmarshal(e.value, &other) == nil && other.Instance == n.instance {
+			n.nodeRev = e.revision
 			return nil
 		}
 		return fmt.Errorf("%w: node.id %q was taken by the vigil on host %s (pid %d) while this node was cut off", ErrDuplicateNode, n.o.ID, other.Host, other.PID)
@@ -1435,19 +1439,20 @@ func (n *Node) Close(ctx context.Context) {
 
 // RequestDrain asks node id (any node of the fleet) to hand its streams
 // over: it writes drain.<id>, which that node acts on within a moment.
-// Errors: the node is unknown (not in the bucket), or NATS fails.
-func RequestDrain(ctx context.Context, kv jetstream.KeyValue, id string) error {
-	if _, err := kv.Get(ctx, nodePrefix+id); err != nil {
+// Errors: the node is unknown (no live entry as the stream leader holds
+// the bucket), or NATS fails.
+func (n *Node) RequestDrain(ctx context.Context, id string) error {
+	if _, err := n.rd.get(ctx, nodePrefix+id); err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("no live node %q", id)
 		}
 		return err
 	}
-	_, err := kv.Put(ctx, drainPrefix+id, []byte("{}"))
+	_, err := n.kv.Put(ctx, drainPrefix+id, []byte("{}"))
 	return err
 }
 
-// Bucket returns the lease bucket (for RequestDrain and Nodes).
+// Bucket returns the lease bucket.
 func (n *Node) Bucket() jetstream.KeyValue { return n.kv }
 
 // NodeStatus is a node as `vigil nodes ls` shows it.
@@ -1458,43 +1463,37 @@ type NodeStatus struct {
 	LeaseAge time.Duration `json:"lease_age_ns"`
 }
 
-// Nodes lists the nodes in the bucket, by id. Errors come from NATS.
-func Nodes(ctx context.Context, kv jetstream.KeyValue) ([]NodeStatus, error) {
-	lister, err := kv.ListKeysFiltered(ctx, nodePrefix+"*")
+// Nodes lists the nodes with a live entry in the bucket, by id, as the
+// bucket's stream leader holds it (reader). Errors come from NATS.
+func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
+	es, err := n.rd.list(ctx, nodePrefix+"*")
 	if err != nil {
 		return nil, err
 	}
 	var out []NodeStatus
-	for k := range lister.Keys() {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue // expired meanwhile
-		}
+	for _, e := range es {
 		var ni NodeInfo
-		if json.Unmarshal(e.Value(), &ni) != nil {
+		if json.Unmarshal(e.value, &ni) != nil {
 			continue
 		}
-		out = append(out, NodeStatus{NodeInfo: ni, LeaseAge: time.Since(e.Created())})
+		out = append(out, NodeStatus{NodeInfo: ni, LeaseAge: time.Since(e.created)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
 // Owners returns stream -> node of every lease in the bucket (grants not
-// yet taken included). Errors come from NATS.
-func Owners(ctx context.Context, kv jetstream.KeyValue) (map[string]string, error) {
-	lister, err := kv.ListKeysFiltered(ctx, leasePrefix+"*")
+// yet taken included), as the bucket's stream leader holds it (reader).
+// Errors come from NATS.
+func (n *Node) Owners(ctx context.Context) (map[string]string, error) {
+	es, err := n.rd.list(ctx, leasePrefix+"*")
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for k := range lister.Keys() {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue
-		}
+	for k, e := range es {
 		var v leaseValue
-		if json.Unmarshal(e.Value(), &v) == nil {
+		if json.Unmarshal(e.value, &v) == nil {
 			out[k[len(leasePrefix):]] = v.Node
 		}
 	}

@@ -254,7 +254,7 @@ func TestUnwantedReleased(t *testing.T) {
 	r.wanted = r.wanted[:1]
 	r.mu.Unlock()
 	testenv.Eventually(t, func() bool {
-		owners, err := Owners(t.Context(), n.Bucket())
+		owners, err := n.Owners(t.Context())
 		return err == nil && r.count() == 1 && owners["s1"] == "" && owners["s0"] == "n1"
 	}, 10*time.Second, 20*time.Millisecond, "the lease of the stream no longer wanted released")
 	n.Drain(context.Background())
@@ -326,7 +326,7 @@ func TestWallClockJump(t *testing.T) {
 			// leases and the leader lease); at least 2 rounds, since
 			// the machine may be slow.
 			require.GreaterOrEqual(t, renewals()-before, 6.0, "renewals after the jump")
-			nodes, err := Nodes(t.Context(), n.Bucket())
+			nodes, err := n.Nodes(t.Context())
 			require.NoError(t, err)
 			require.Len(t, nodes, 1)
 			require.WithinDuration(t, time.Now().Add(jump), nodes[0].Renewed, ttl, "the jumped wall clock in the node's entry")
