@@ -109,9 +109,10 @@ func (c Capacity) Effective() float64 {
 type StreamInfo struct {
 	// Weight is the stream's load for placement in pixels per second:
 	// width x height x the larger of its declared and decoded frame rates,
-	// held with hysteresis by its node (vigil run: a new reading replaces it
-	// only when two in a row, 5 s apart, are more than 25 % off); 0 until
-	// the stream has run 5 s.
+	// held with hysteresis by its node (vigil run: the first reading, once
+	// the stream has run 5 s, sets it; a later one replaces it only when two
+	// in a row, 5 s apart, are more than 25 % off; it is kept while the
+	// stream restarts on the node); 0 before the first reading.
 	Weight float64 `json:"weight"`
 	// State is the stream's pipeline.State; FPSIn and FPSOut its decoded
 	// and published frame rates over the last 5 s.
@@ -388,9 +389,18 @@ func (n *Node) register(ctx context.Context) error {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("registering node %s in %s: %w", n.o.ID, n.o.Bucket, err)
 		}
-		e, err := n.rd.get(n.opctx(ctx), key)
+		e, err := n.rd.get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired meanwhile
+			// Expired meanwhile, or the create was refused on an old
+			// value a replica behind still holds (kv.Create reads back
+			// with a direct get): try again after a pause, not in a
+			// tight loop.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("registering node %s in %s: %w", n.o.ID, n.o.Bucket, ctx.Err())
+			case <-time.After(n.o.TTL / 16):
+			}
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("registering node %s in %s: %w", n.o.ID, n.o.Bucket, err)
