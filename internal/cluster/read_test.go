@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigil-video/vigil/internal/testenv"
 )
 
 // TestReaderFromLeader checks what reader reads and where: a live key's
@@ -64,7 +66,7 @@ func TestReaderFromLeader(t *testing.T) {
 	// Aged out: the bucket's TTL leaves a limit marker, which is no value.
 	_, err = kv.Put(t.Context(), "node.d", []byte(`{"id":"d"}`))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, func() bool {
 		_, err := rd.get(t.Context(), "node.d")
 		return err != nil
 	}, 3*testTTL, testTTL/8, "node.d aged out")
@@ -78,6 +80,6 @@ func TestReaderFromLeader(t *testing.T) {
 	require.NoError(t, err)
 	_, err = kv.Get(t.Context(), "node.e")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return direct.Load() > 0 }, 5*time.Second, 10*time.Millisecond,
+	testenv.Eventually(t, func() bool { return direct.Load() > 0 }, 5*time.Second, 10*time.Millisecond,
 		"kv.Get's direct get not seen: the check above would not see one either")
 }
