@@ -84,9 +84,7 @@ func (p *Placer) PlaceAmong(id string, weight float64, among []int) int {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d, ok := p.where[id]; ok {
-		p.load[d] += weight - p.weight[id]
-		p.weight[id] = weight
+	if d, ok := p.reweighLocked(id, weight); ok {
 		return d
 	}
 	if among != nil {
@@ -109,6 +107,18 @@ func (p *Placer) PlaceAmong(id string, weight float64, among []int) int {
 	p.where[id], p.weight[id] = d, weight
 	p.load[d] += weight
 	return d
+}
+
+// reweighLocked gives placed stream id weight w, moving its device's load
+// by the difference, and returns the device; false if id is not placed.
+// Caller holds p.mu.
+func (p *Placer) reweighLocked(id string, w float64) (int, bool) {
+	d, ok := p.where[id]
+	if ok {
+		p.load[d] += w - p.weight[id]
+		p.weight[id] = w
+	}
+	return d, ok
 }
 
 // SetMoveRule bounds what Rebalance does, so that streams whose weights
@@ -241,10 +251,7 @@ func (r *Reweigher) Observe(p *Placer, id string, measured float64) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d, ok := p.where[id]; ok {
-		p.load[d] += w - p.weight[id]
-		p.weight[id] = w
-	}
+	p.reweighLocked(id, w)
 	return true
 }
 
